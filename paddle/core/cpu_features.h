@@ -1,0 +1,21 @@
+// What the CPU we run on can do, detected once. Kernels compile their vector paths with
+// __attribute__((target(...))) and pick them at run time from these flags, so one binary runs on
+// any x86_64 and still uses AVX2/F16C/FMA where they exist.
+#ifndef PADDLE_CORE_CPU_FEATURES_H_
+#define PADDLE_CORE_CPU_FEATURES_H_
+
+namespace paddle {
+
+struct CpuFeatures {
+  bool avx2 = false;  // includes the OS saving YMM state
+  bool f16c = false;
+  bool fma = false;
+  bool avx512f = false;
+};
+
+// Detected at the first call; cheap afterwards.
+const CpuFeatures& GetCpuFeatures();
+
+}  // namespace paddle
+
+#endif  // PADDLE_CORE_CPU_FEATURES_H_

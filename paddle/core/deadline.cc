@@ -1,0 +1,90 @@
+#include "paddle/core/deadline.h"
+
+#include <climits>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace paddle {
+
+Deadline Deadline::After(absl::Duration timeout) { return Deadline(Clock::now(), timeout); }
+
+absl::Duration Deadline::Elapsed() const { return absl::FromChrono(Clock::now() - start_); }
+
+bool Deadline::Expired() const { return !IsNever() && Elapsed() >= timeout_; }
+
+absl::Duration Deadline::Remaining() const {
+  if (IsNever()) return absl::InfiniteDuration();
+  absl::Duration left = timeout_ - Elapsed();
+  return left > absl::ZeroDuration() ? left : absl::ZeroDuration();
+}
+
+int Deadline::PollTimeoutMillis() const {
+  if (IsNever()) return -1;
+  absl::Duration left = Remaining();
+  int64_t ms = absl::ToInt64Milliseconds(left);
+  if (absl::Milliseconds(ms) < left) ++ms;  // round up
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+absl::Time Deadline::WallClockDeadline() const {
+  if (IsNever()) return absl::InfiniteFuture();
+  return absl::Now() + Remaining();
+}
+
+absl::Status Deadline::TimeoutError(absl::string_view what) const {
+  return absl::DeadlineExceededError(absl::StrFormat("%s timed out after %.3gs (timeout %.3gs)",
+                                                     what, absl::ToDoubleSeconds(Elapsed()),
+                                                     absl::ToDoubleSeconds(timeout_)));
+}
+
+absl::string_view TimeoutEnvVar(TimeoutKind kind) {
+  switch (kind) {
+    case TimeoutKind::kCollective:
+      return "PADDLE_TIMEOUT_S";
+    case TimeoutKind::kStore:
+      return "PADDLE_STORE_TIMEOUT_S";
+    case TimeoutKind::kConnect:
+      return "PADDLE_CONNECT_TIMEOUT_S";
+  }
+  return "";
+}
+
+namespace {
+
+absl::Duration BuiltinTimeout(TimeoutKind kind) {
+  switch (kind) {
+    case TimeoutKind::kCollective:
+    case TimeoutKind::kStore:
+      return absl::Seconds(300);
+    case TimeoutKind::kConnect:
+      return absl::Seconds(60);
+  }
+  return absl::Seconds(300);
+}
+
+}  // namespace
+
+absl::Duration DefaultTimeout(TimeoutKind kind) {
+  const char* env = std::getenv(std::string(TimeoutEnvVar(kind)).c_str());
+  if (env == nullptr || *env == '\0') return BuiltinTimeout(kind);
+  absl::string_view value(env);
+  if (value == "inf") return absl::InfiniteDuration();
+  double seconds = 0;
+  if (!absl::SimpleAtod(value, &seconds) || seconds < 0) return BuiltinTimeout(kind);
+  if (seconds == 0) return absl::InfiniteDuration();
+  return absl::Seconds(seconds);
+}
+
+std::string TimeoutHint(TimeoutKind kind) {
+  absl::Duration now = DefaultTimeout(kind);
+  return absl::StrCat("raise ", TimeoutEnvVar(kind), " (now ",
+                      now == absl::InfiniteDuration()
+                          ? std::string("no limit")
+                          : absl::StrFormat("%gs", absl::ToDoubleSeconds(now)),
+                      ") if the job is merely slow");
+}
+
+}  // namespace paddle
