@@ -31,21 +31,13 @@ thread_local int t_world_size = -1;
 
 std::atomic<LogSink> g_sink{nullptr};
 
-// The configuration is swapped as a whole pointer so readers never see a torn update; replaced
-// configurations are leaked on purpose (a handful per process at most).
-std::atomic<const LogConfig*> g_config{nullptr};
+uint64_t Pack(const LogConfig& c) { return (static_cast<uint64_t>(c.level) << 32) | c.subsys_mask; }
 
-const LogConfig* ConfigFromEnvironment() {
-  auto* config = new LogConfig();
-  const char* level = std::getenv("PADDLE_LOG_LEVEL");
-  const char* subsys = std::getenv("PADDLE_LOG_SUBSYS");
-  absl::Status s = ParseLogConfig(level ? level : "", subsys ? subsys : "", config);
-  if (!s.ok()) {
-    *config = LogConfig();
-    std::string line = absl::StrCat("paddle: ignoring bad logging settings: ", s.message(), "\n");
-    (void)!write(STDERR_FILENO, line.data(), line.size());
-  }
-  return config;
+LogConfig Unpack(uint64_t packed) {
+  LogConfig c;
+  c.level = static_cast<LogLevel>(packed >> 32);
+  c.subsys_mask = static_cast<uint32_t>(packed);
+  return c;
 }
 
 const char* LevelLetter(LogLevel level) {
@@ -140,18 +132,37 @@ absl::Status ParseLogConfig(absl::string_view level, absl::string_view subsys, L
   return absl::OkStatus();
 }
 
-const LogConfig& ActiveLogConfig() {
-  const LogConfig* c = g_config.load(std::memory_order_acquire);
-  if (c != nullptr) return *c;
-  const LogConfig* fresh = ConfigFromEnvironment();
-  if (g_config.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) return *fresh;
-  delete fresh;  // another thread won the race; `c` now holds its configuration
-  return *c;
+namespace internal {
+
+std::atomic<uint64_t> g_log_config{kLogConfigUnset};
+
+uint64_t LoadLogConfigFromEnvironment() {
+  LogConfig config;
+  const char* level = std::getenv("PADDLE_LOG_LEVEL");
+  const char* subsys = std::getenv("PADDLE_LOG_SUBSYS");
+  absl::Status s = ParseLogConfig(level ? level : "", subsys ? subsys : "", &config);
+  if (!s.ok()) {
+    config = LogConfig();
+    std::string line = absl::StrCat("paddle: ignoring bad logging settings: ", s.message(), "\n");
+    (void)!write(STDERR_FILENO, line.data(), line.size());
+  }
+  // Racing first uses parse the same environment; whichever store lands is the same value,
+  // unless SetLogConfig got there first, which then wins.
+  uint64_t expected = kLogConfigUnset;
+  const uint64_t packed = Pack(config);
+  if (!g_log_config.compare_exchange_strong(expected, packed)) return expected;
+  return packed;
 }
 
-void SetLogConfig(const LogConfig& config) {
-  g_config.store(new LogConfig(config), std::memory_order_release);
+}  // namespace internal
+
+LogConfig ActiveLogConfig() {
+  uint64_t packed = internal::g_log_config.load(std::memory_order_relaxed);
+  if (packed == internal::kLogConfigUnset) packed = internal::LoadLogConfigFromEnvironment();
+  return Unpack(packed);
 }
+
+void SetLogConfig(const LogConfig& config) { internal::g_log_config.store(Pack(config)); }
 
 void SetLogRank(int rank, int world_size) {
   TheProcessRank().rank.store(rank);

@@ -15,6 +15,7 @@
 #ifndef PADDLE_CORE_LOGGING_H_
 #define PADDLE_CORE_LOGGING_H_
 
+#include <atomic>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -45,13 +46,23 @@ struct LogConfig {
 absl::Status ParseLogConfig(absl::string_view level, absl::string_view subsys, LogConfig* config);
 
 // The active configuration; first use reads the environment (bad values: a warning, defaults).
-const LogConfig& ActiveLogConfig();
+LogConfig ActiveLogConfig();
 // Replaces the active configuration (tests, and programs with a --log-level flag).
 void SetLogConfig(const LogConfig& config);
 
+namespace internal {
+// The active configuration packed into one word (level << 32 | subsystem mask), so that checking
+// whether a statement is enabled is one relaxed load; kLogConfigUnset until first use.
+constexpr uint64_t kLogConfigUnset = ~uint64_t{0};
+extern std::atomic<uint64_t> g_log_config;
+uint64_t LoadLogConfigFromEnvironment();
+}  // namespace internal
+
 inline bool LogEnabled(LogLevel level, uint32_t subsys) {
-  const LogConfig& c = ActiveLogConfig();
-  return static_cast<int>(level) <= static_cast<int>(c.level) && (c.subsys_mask & subsys) != 0;
+  uint64_t packed = internal::g_log_config.load(std::memory_order_relaxed);
+  if (packed == internal::kLogConfigUnset) packed = internal::LoadLogConfigFromEnvironment();
+  return static_cast<uint64_t>(level) <= (packed >> 32) &&
+         (static_cast<uint32_t>(packed) & subsys) != 0;
 }
 
 // Process-wide rank shown in log prefixes, for programs running one rank per process.

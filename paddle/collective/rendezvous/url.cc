@@ -1,0 +1,247 @@
+// Rendezvous URL parsing. Only what a rendezvous needs: scheme, host:port (IPv6 in brackets),
+// path, and the query fields rank and world_size, percent-decoded. Unknown query fields are
+// errors, so a typo such as "worldsize=" is caught instead of silently ignored.
+#include "paddle/collective/rendezvous/url.h"
+
+#include <cstdlib>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/types/optional.h"
+
+namespace paddle {
+namespace {
+
+constexpr char kForms[] =
+    "env://, tcp://HOST:PORT?rank=R&world_size=N, file:///PATH?rank=R&world_size=N or "
+    "etcd://HOST:PORT/JOB?rank=R&world_size=N";
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+absl::StatusOr<std::string> PercentDecode(absl::string_view in, absl::string_view url) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    int hi = i + 2 < in.size() ? HexDigit(in[i + 1]) : -1;
+    int lo = i + 2 < in.size() ? HexDigit(in[i + 2]) : -1;
+    if (hi < 0 || lo < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': bad percent escape at \"%s\"", url, in.substr(i, 3)));
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+// An integer field: `what` names it in errors ("rank=", "environment variable RANK").
+absl::StatusOr<int> ParseInt(absl::string_view text, absl::string_view what,
+                             absl::string_view url) {
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous URL '%s': %s is \"%s\", which is not an integer", url, what, text));
+  }
+  return value;
+}
+
+// "host:port" or "[v6]:port".
+absl::Status ParseHostPort(absl::string_view authority, absl::string_view what,
+                           absl::string_view url, RendezvousUrl* out) {
+  absl::string_view host, port;
+  if (!authority.empty() && authority[0] == '[') {
+    size_t close = authority.find(']');
+    if (close == absl::string_view::npos || close + 1 >= authority.size() ||
+        authority[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': %s \"%s\" is not [IPV6]:PORT", url, what, authority));
+    }
+    host = authority.substr(1, close - 1);
+    port = authority.substr(close + 2);
+  } else {
+    size_t colon = authority.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': %s \"%s\" has no port; expected HOST:PORT", url, what, authority));
+    }
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rendezvous URL '%s': %s \"%s\" has no host", url, what, authority));
+  }
+  int p = 0;
+  if (!absl::SimpleAtoi(port, &p) || p < 1 || p > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous URL '%s': %s has port \"%s\"; a port is a number from 1 to 65535", url, what,
+        port));
+  }
+  out->host = std::string(host);
+  out->port = p;
+  return absl::OkStatus();
+}
+
+absl::optional<std::string> GetEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return absl::nullopt;
+  return std::string(value);
+}
+
+absl::StatusOr<std::string> RequireEnv(const char* name, absl::string_view url) {
+  absl::optional<std::string> value = GetEnv(name);
+  if (!value.has_value() || value->empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous URL '%s': environment variable %s is %s; env:// reads MASTER_ADDR, "
+        "MASTER_PORT, RANK and WORLD_SIZE (torchrun and the paddle launcher set them), or use "
+        "tcp://HOST:PORT?rank=R&world_size=N",
+        url, name, value.has_value() ? "empty" : "not set"));
+  }
+  return *value;
+}
+
+}  // namespace
+
+absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url) {
+  RendezvousUrl out;
+  out.source = std::string(url);
+  size_t sep = url.find("://");
+  if (sep == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rendezvous URL '%s' has no scheme; expected one of %s", url, kForms));
+  }
+  absl::string_view scheme = url.substr(0, sep);
+  absl::string_view rest = url.substr(sep + 3);
+  absl::string_view query;
+  if (size_t q = rest.find('?'); q != absl::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  size_t slash = rest.find('/');
+  absl::string_view authority = rest.substr(0, slash);
+  absl::string_view path = slash == absl::string_view::npos ? "" : rest.substr(slash);
+
+  // Query fields.
+  absl::flat_hash_map<std::string, std::string> fields;
+  for (absl::string_view part : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, '=');
+    if (kv.first != "rank" && kv.first != "world_size") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': unknown field \"%s\"; the fields are rank and world_size", url,
+          kv.first));
+    }
+    absl::StatusOr<std::string> value = PercentDecode(kv.second, url);
+    if (!value.ok()) return value.status();
+    if (!fields.emplace(std::string(kv.first), *value).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rendezvous URL '%s': field %s is given twice", url, kv.first));
+    }
+  }
+
+  if (scheme == "env") {
+    out.scheme = RendezvousScheme::kEnv;
+    if (!authority.empty() || (!path.empty() && path != "/")) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': env:// takes no host or path (they come from MASTER_ADDR and "
+          "MASTER_PORT)",
+          url));
+    }
+    absl::StatusOr<std::string> addr = RequireEnv("MASTER_ADDR", url);
+    if (!addr.ok()) return addr.status();
+    absl::StatusOr<std::string> port = RequireEnv("MASTER_PORT", url);
+    if (!port.ok()) return port.status();
+    int p = 0;
+    if (!absl::SimpleAtoi(*port, &p) || p < 1 || p > 65535) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': environment variable MASTER_PORT is \"%s\"; a port is a number "
+          "from 1 to 65535",
+          url, *port));
+    }
+    out.host = *addr;
+    out.port = p;
+    out.source = absl::StrCat("env:// (MASTER_ADDR=", out.host, ", MASTER_PORT=", p, ")");
+    for (const char* name : {"RANK", "WORLD_SIZE"}) {
+      std::string field = name == std::string("RANK") ? "rank" : "world_size";
+      if (fields.contains(field)) continue;
+      absl::StatusOr<std::string> value = RequireEnv(name, url);
+      if (!value.ok()) return value.status();
+      absl::StatusOr<int> n = ParseInt(*value, absl::StrCat("environment variable ", name), url);
+      if (!n.ok()) return n.status();
+      (field == "rank" ? out.rank : out.world_size) = *n;
+    }
+  } else if (scheme == "tcp" || scheme == "etcd") {
+    out.scheme = scheme == "tcp" ? RendezvousScheme::kTcp : RendezvousScheme::kEtcd;
+    absl::Status s = ParseHostPort(authority, "the address", url, &out);
+    if (!s.ok()) return s;
+    if (scheme == "tcp" && !path.empty() && path != "/") {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rendezvous URL '%s': tcp:// takes no path (\"%s\")", url, path));
+    }
+    if (scheme == "etcd") {
+      absl::StatusOr<std::string> job = PercentDecode(path.empty() ? "" : path.substr(1), url);
+      if (!job.ok()) return job.status();
+      if (job->empty() || job->find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "rendezvous URL '%s': etcd:// needs a job id as its path, one word without '/' "
+            "(etcd://HOST:PORT/JOB?rank=R&world_size=N); got \"%s\"",
+            url, *job));
+      }
+      out.path = *job;
+    }
+  } else if (scheme == "file") {
+    out.scheme = RendezvousScheme::kFile;
+    if (!authority.empty() && authority != "localhost") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': file:// takes an absolute path (file:///PATH, three slashes); "
+          "\"%s\" reads as a host",
+          url, authority));
+    }
+    absl::StatusOr<std::string> file = PercentDecode(path, url);
+    if (!file.ok()) return file.status();
+    if (file->size() < 2 || file->back() == '/') {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': file:// needs the absolute path of a file (file:///PATH)", url));
+    }
+    out.path = *file;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous URL '%s': unknown scheme \"%s\"; expected one of %s", url, scheme, kForms));
+  }
+
+  // rank and world_size from the query (env:// filled them from the environment above).
+  for (const char* field : {"rank", "world_size"}) {
+    auto it = fields.find(field);
+    int* target = field == std::string("rank") ? &out.rank : &out.world_size;
+    if (it == fields.end()) {
+      if (out.scheme == RendezvousScheme::kEnv) continue;
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rendezvous URL '%s' has no %s; add ?rank=R&world_size=N", url, field));
+    }
+    absl::StatusOr<int> n = ParseInt(it->second, absl::StrCat(field, "="), url);
+    if (!n.ok()) return n.status();
+    *target = *n;
+  }
+  if (out.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous URL '%s': world_size is %d; it must be at least 1", url, out.world_size));
+  }
+  if (out.rank < 0 || out.rank >= out.world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rendezvous URL '%s': rank %d is out of range for world_size %d (ranks are 0..%d)", url,
+        out.rank, out.world_size, out.world_size - 1));
+  }
+  return out;
+}
+
+}  // namespace paddle

@@ -1,0 +1,41 @@
+// Rendezvous URLs: how a process learns which store to meet the others in, its rank and the
+// world size.
+//
+//   env://                                   MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from the
+//                                            environment, as torchrun sets them
+//   tcp://host:port?rank=R&world_size=N      rank 0 hosts a TcpStoreServer on host:port
+//   file:///path/to/file?rank=R&world_size=N a FileStore shared through a filesystem
+//   etcd://host:port/JOB?rank=R&world_size=N an EtcdStore with every key under JOB
+//
+// env:// also accepts ?rank= and ?world_size=, which win over RANK and WORLD_SIZE. Parsing checks
+// everything it can before any process waits on anything: a missing or garbled field is an
+// error naming the field (or environment variable) and its value.
+#ifndef PADDLE_COLLECTIVE_RENDEZVOUS_URL_H_
+#define PADDLE_COLLECTIVE_RENDEZVOUS_URL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace paddle {
+
+enum class RendezvousScheme { kEnv, kTcp, kFile, kEtcd };
+
+struct RendezvousUrl {
+  RendezvousScheme scheme = RendezvousScheme::kTcp;
+  std::string host;  // env, tcp, etcd
+  int port = 0;      // env, tcp, etcd
+  std::string path;  // file: the store file; etcd: the job id
+  int rank = -1;
+  int world_size = 0;
+  // Where the host and port came from, for messages: "tcp://..." or "MASTER_ADDR/MASTER_PORT".
+  std::string source;
+};
+
+// Parses `url`, reading the environment for env://.
+absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url);
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_RENDEZVOUS_URL_H_
