@@ -1,5 +1,8 @@
 #include "paddle/core/cpu_features.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -9,6 +12,8 @@ namespace {
 
 CpuFeatures Detect() {
   CpuFeatures f;
+  const char* baseline = std::getenv("PADDLE_CPU_BASELINE");
+  if (baseline != nullptr && std::strcmp(baseline, "1") == 0) return f;
 #if defined(__x86_64__) || defined(__i386__)
   // __builtin_cpu_supports checks XGETBV for the vector state; F16C and FMA are read from CPUID
   // leaf 1 (ECX bits 29 and 12) because clang's builtin does not accept "f16c".

@@ -13,7 +13,9 @@ struct CpuFeatures {
   bool avx512f = false;
 };
 
-// Detected at the first call; cheap afterwards.
+// Detected at the first call; cheap afterwards. PADDLE_CPU_BASELINE=1 in the environment reports
+// a baseline x86-64 CPU (no AVX2/F16C/FMA/AVX-512), forcing the portable kernels: for comparing
+// paths, and for testing what a CPU without these extensions would run.
 const CpuFeatures& GetCpuFeatures();
 
 }  // namespace paddle

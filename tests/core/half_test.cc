@@ -11,6 +11,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -474,10 +476,23 @@ TEST(ConvertPathTest, AutoPicksTheFastestAvailable) {
 }
 
 TEST(ConvertPathDeathTest, UnavailablePathAborts) {
-  if (ConvertPathAvailable(ConvertPath::kAvx2)) GTEST_SKIP() << "this CPU has AVX2/F16C";
+  // The death test re-executes this binary, so the child detects its CPU afresh and, with
+  // PADDLE_CPU_BASELINE=1, sees one without AVX2/F16C whatever this machine has.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("PADDLE_CPU_BASELINE", "1", 1);
   float out = 0;
   const uint16_t in = 0;
-  EXPECT_DEATH(HalfToFloat(&in, &out, 1, ConvertPath::kAvx2), "lacks AVX2/F16C");
+  EXPECT_DEATH(
+      {
+        if (ConvertPathAvailable(ConvertPath::kAvx2)) {
+          std::fprintf(stderr, "PADDLE_CPU_BASELINE ignored\n");
+          std::abort();
+        }
+        EXPECT_EQ(AutoConvertPath(), ConvertPath::kPortable);
+        HalfToFloat(&in, &out, 1, ConvertPath::kAvx2);
+      },
+      "lacks AVX2/F16C");
+  unsetenv("PADDLE_CPU_BASELINE");
 }
 
 TEST(StorageTypeTest, HalfAndBFloat16) {

@@ -68,13 +68,17 @@ class EtcdFixture : public StoreFixture {
     ASSIGN_OR_RETURN(std::unique_ptr<EtcdStore> store, EtcdStore::Connect(Options(prefix_)));
     return std::unique_ptr<Store>(std::move(store));
   }
-  bool SupportsProcesses() const override { return true; }
 
  private:
   const std::string prefix_ = FreshPrefix("contract");
 };
 
 INSTANTIATE_TEST_SUITE_P(Etcd, StoreContractTest,
+                         ::testing::Values(StoreContractParam{
+                             "etcd", [] { return std::make_unique<EtcdFixture>(); }}),
+                         StoreContractParamName);
+
+INSTANTIATE_TEST_SUITE_P(Etcd, StoreProcessContractTest,
                          ::testing::Values(StoreContractParam{
                              "etcd", [] { return std::make_unique<EtcdFixture>(); }}),
                          StoreContractParamName);

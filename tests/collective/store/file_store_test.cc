@@ -76,13 +76,17 @@ class FileStoreFixture : public StoreFixture {
     if (!store.ok()) return store.status();
     return std::unique_ptr<Store>(std::move(store).value());
   }
-  bool SupportsProcesses() const override { return true; }
 
  private:
   TempDir dir_;
 };
 
 INSTANTIATE_TEST_SUITE_P(File, StoreContractTest,
+                         ::testing::Values(StoreContractParam{
+                             "file", [] { return std::make_unique<FileStoreFixture>(); }}),
+                         StoreContractParamName);
+
+INSTANTIATE_TEST_SUITE_P(File, StoreProcessContractTest,
                          ::testing::Values(StoreContractParam{
                              "file", [] { return std::make_unique<FileStoreFixture>(); }}),
                          StoreContractParamName);

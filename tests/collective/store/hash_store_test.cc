@@ -40,7 +40,6 @@ class HashStoreFixture : public StoreFixture {
   absl::StatusOr<std::unique_ptr<Store>> NewClient() override {
     return std::unique_ptr<Store>(std::make_unique<SharedClient>(store_));
   }
-  bool SupportsProcesses() const override { return false; }
 
  private:
   std::shared_ptr<HashStore> store_ = std::make_shared<HashStore>();

@@ -8,8 +8,9 @@
 //       }}), StoreContractParamName);
 //
 // The suite checks values (binary, empty, 1 MiB), timeouts that name the missing keys, atomic Add
-// and CompareSet under contention, Wait, Check, DeleteKey, NumKeys, PrefixStore isolation, many
-// threads, and (where the store supports it) several processes at once.
+// and CompareSet under contention, Wait, Check, DeleteKey, NumKeys, PrefixStore isolation and many
+// threads. Stores that processes can share also instantiate StoreProcessContractTest (several
+// forked processes at once) with the same parameter.
 #ifndef TESTS_COLLECTIVE_STORE_STORE_CONTRACT_H_
 #define TESTS_COLLECTIVE_STORE_STORE_CONTRACT_H_
 
@@ -28,8 +29,6 @@ class StoreFixture {
   virtual ~StoreFixture() = default;
   // A new client of the same backing store (each call a new connection/handle).
   virtual absl::StatusOr<std::unique_ptr<Store>> NewClient() = 0;
-  // Whether clients may be created in forked child processes (false for HashStore).
-  virtual bool SupportsProcesses() const = 0;
 };
 
 struct StoreContractParam {
@@ -48,6 +47,9 @@ class StoreContractTest : public ::testing::TestWithParam<StoreContractParam> {
   std::unique_ptr<StoreFixture> fixture_;
   std::unique_ptr<Store> store_;  // the first client, made in SetUp
 };
+
+// The multi-process part of the contract, for stores whose clients may live in forked processes.
+class StoreProcessContractTest : public StoreContractTest {};
 
 std::string StoreContractParamName(const ::testing::TestParamInfo<StoreContractParam>& info);
 

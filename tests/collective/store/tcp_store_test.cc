@@ -64,7 +64,6 @@ class TcpFixture : public StoreFixture {
     if (!c.ok()) return c.status();
     return std::unique_ptr<Store>(std::move(*c));
   }
-  bool SupportsProcesses() const override { return true; }
 
  private:
   std::string token_;
@@ -73,6 +72,14 @@ class TcpFixture : public StoreFixture {
 
 INSTANTIATE_TEST_SUITE_P(
     Tcp, StoreContractTest,
+    ::testing::Values(StoreContractParam{"tcp", [] { return std::make_unique<TcpFixture>(""); }},
+                      StoreContractParam{
+                          "tcp_token",
+                          [] { return std::make_unique<TcpFixture>("job-42-secret"); }}),
+    StoreContractParamName);
+
+INSTANTIATE_TEST_SUITE_P(
+    Tcp, StoreProcessContractTest,
     ::testing::Values(StoreContractParam{"tcp", [] { return std::make_unique<TcpFixture>(""); }},
                       StoreContractParam{
                           "tcp_token",
