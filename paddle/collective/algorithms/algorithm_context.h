@@ -1,0 +1,177 @@
+// What every collective algorithm is given, and the one way it talks to its peers.
+//
+// An `AlgorithmContext` describes one collective operation: the Transport of its group (rank and
+// world size come from it), the operation's name and sequence number, and its Deadline. The
+// algorithms in this folder take it first and know nothing else of the system: no sockets, no
+// store, no threads. The Communicator that owns the transport makes one context per operation:
+//
+//   AlgorithmContext ctx(transport, "allreduce", seq++, Deadline::After(timeout));
+//   RETURN_IF_ERROR(RingAllreduce(ctx, data, count, DType::kFloat32, ReduceOp::kSum));
+//
+// Algorithms post sends and receives through the context (`Send`, `Recv`) and wait on them with
+// `Wait`, which turns a transport failure into the error a user can act on (see Note [Algorithm
+// errors]). `PeerMessage` and `MessageWindow` keep every posted buffer alive until the transport
+// is done with it, on the error paths too.
+//
+// Note [Message tags]
+// A message's tag is (seq << kTagStepBits) | step, where `step` numbers the steps of the algorithm
+// (a ring allreduce's reduce-scatter steps are 0..n-2, its allgather steps n-1..2n-3). Two
+// operations on one transport therefore never take each other's messages, even when one rank runs
+// ahead, and a stray message names its step. Pieces of one step between one pair share the tag:
+// the transport delivers messages with one tag in the order they were sent. Bit 63 is never set by
+// an algorithm; it is left for the communicator's own control messages. No algorithm sends a
+// zero-byte message: both sides of every message know its size, and skip it when it is empty.
+//
+// Note [Algorithm errors]
+// A failed send or receive ends the whole operation. `Wait` returns the transport's error with
+// the context a user needs ("rank 2/4, peer 3 (127.0.0.1:41234), op allreduce #17, 1048576
+// bytes, waited 3.1s of 300s" and what to change) and poisons the transport with it
+// (Transport::Abort): the other messages of the operation may be half done, so the link can carry
+// no further operation, and aborting wakes the other threads and ranks waiting on it, which then
+// fail within their own deadline instead of hanging. The Communicator must then be rebuilt.
+#ifndef PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_CONTEXT_H_
+#define PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_CONTEXT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "paddle/collective/transport/transport.h"
+#include "paddle/core/deadline.h"
+#include "paddle/core/dtype.h"
+#include "paddle/core/status.h"
+
+namespace paddle {
+
+// Note [Message tags].
+constexpr int kTagStepBits = 20;
+constexpr uint64_t kMaxTagSeq = (uint64_t{1} << (63 - kTagStepBits)) - 1;
+uint64_t AlgorithmTag(uint64_t seq, uint32_t step);
+
+// Default size of the pieces that pipelined algorithms cut their blocks into, and of the segments
+// that tree algorithms work through one at a time (bounding their scratch memory).
+constexpr size_t kDefaultPieceBytes = size_t{256} << 10;
+
+// Sends a pipelined algorithm keeps in flight before it waits for the oldest (MessageWindow).
+constexpr size_t kPipelineSends = 4;
+
+class AlgorithmContext;
+
+// One posted send or receive. The buffer it names must outlive it: declare buffers before the
+// messages that use them. Destroying a message that is still pending (an early return after
+// another message failed) aborts the transport and waits for the request to finish, so the
+// transport never writes into freed memory.
+class PeerMessage {
+ public:
+  PeerMessage() = default;
+  PeerMessage(PeerMessage&& other) noexcept = default;
+  PeerMessage& operator=(PeerMessage&& other) noexcept;
+  ~PeerMessage() { Drain(); }
+
+  // True between posting and a Wait that returned (empty messages are never pending).
+  bool pending() const { return request_ != nullptr; }
+
+ private:
+  friend class AlgorithmContext;
+  void Drain();
+
+  const AlgorithmContext* ctx_ = nullptr;
+  std::unique_ptr<TransportRequest> request_;
+  int peer_ = -1;
+  size_t bytes_ = 0;
+  uint32_t step_ = 0;
+  bool is_send_ = false;
+  const char* what_ = "";
+};
+
+class AlgorithmContext {
+ public:
+  // `transport` must outlive the context. `op_name` ("allreduce", "broadcast", ...) and `seq`
+  // (at most kMaxTagSeq) name the operation in tags and errors; the same seq on every rank.
+  AlgorithmContext(Transport& transport, std::string op_name, uint64_t seq, Deadline deadline);
+
+  Transport& transport() const { return *transport_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& op_name() const { return op_name_; }
+  uint64_t seq() const { return seq_; }
+  const Deadline& deadline() const { return deadline_; }
+
+  // Piece size of the pipelined algorithms (kDefaultPieceBytes): smaller pieces start the
+  // pipeline sooner, larger ones cost fewer messages. Must be at least 1; the same on every rank.
+  size_t piece_bytes() const { return piece_bytes_; }
+  AlgorithmContext& set_piece_bytes(size_t bytes);
+
+  // A copy whose steps start `steps` later: the second phase of a composite algorithm (ring
+  // allreduce = reduce-scatter, then allgather) gets tags of its own.
+  AlgorithmContext AfterSteps(uint32_t steps) const;
+  uint64_t Tag(uint32_t step) const { return AlgorithmTag(seq_, first_step_ + step); }
+
+  // Post a message of `bytes` to/from `peer` for `step`; `what` ("ring allgather") is a string
+  // literal naming the algorithm phase in errors. bytes == 0 posts nothing and returns an empty,
+  // already completed message.
+  PeerMessage Send(int peer, const void* data, size_t bytes, uint32_t step, const char* what) const;
+  PeerMessage Recv(int peer, void* data, size_t bytes, uint32_t step, const char* what) const;
+
+  // Waits for `message` until the deadline. On failure: the error of Note [Algorithm errors], with
+  // the transport aborted. An empty or already waited message is OK at once.
+  absl::Status Wait(PeerMessage& message) const;
+
+  // Argument errors found before any message was posted: `status` with rank and op context; the
+  // transport stays usable.
+  absl::Status InvalidArgument(absl::string_view message) const;
+  // A failure in the middle of the operation that is not a message's (none is expected: the
+  // arguments were checked first): context added and the transport aborted, as in Wait.
+  absl::Status Fail(const absl::Status& status) const;
+
+  // Argument checks shared by the algorithms; kInvalidArgument through InvalidArgument().
+  absl::Status CheckBuffer(const void* data, int64_t count, DType dtype) const;
+  // `counts` has one entry per rank, none negative, and their sum times the element size fits.
+  absl::Status CheckCounts(absl::Span<const int64_t> counts, DType dtype) const;
+  absl::Status CheckRoot(int root) const;
+
+ private:
+  friend class PeerMessage;
+  PeerMessage Post(int peer, void* data, size_t bytes, uint32_t step, const char* what,
+                   bool is_send) const;
+  // The context part of every error: rank, op and time.
+  ErrorContext Describe() const;
+
+  Transport* transport_;
+  int rank_;
+  int size_;
+  std::string op_name_;
+  uint64_t seq_;
+  Deadline deadline_;
+  size_t piece_bytes_ = kDefaultPieceBytes;
+  uint32_t first_step_ = 0;
+};
+
+// Messages in flight, oldest first, at most `capacity` of them: Add waits for the oldest when the
+// window is full, so a long pipeline holds a bounded number of requests.
+class MessageWindow {
+ public:
+  MessageWindow(const AlgorithmContext& ctx, size_t capacity) : ctx_(ctx), capacity_(capacity) {}
+
+  absl::Status Add(PeerMessage message);
+  absl::Status WaitAll();
+
+ private:
+  const AlgorithmContext& ctx_;
+  size_t capacity_;
+  std::deque<PeerMessage> messages_;
+};
+
+// Byte offset of element `index` of `dtype`.
+inline size_t ByteOffset(int64_t index, DType dtype) {
+  return static_cast<size_t>(index) * DTypeSize(dtype);
+}
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_CONTEXT_H_

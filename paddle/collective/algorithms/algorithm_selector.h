@@ -1,0 +1,76 @@
+// Which algorithm runs a collective: chosen per call from the message size and world size by a
+// small table (Note [Algorithm table] in algorithm_selector.cc, docs/algorithms.md), or forced for
+// the whole job with PADDLE_ALGO=ring|tree|hd.
+//
+// The Communicator builds one selector when it starts (`AlgorithmSelector::FromEnvironment()`, so
+// a bad PADDLE_ALGO fails at start-up rather than at the first collective) and runs its
+// allreduces and broadcasts through it:
+//
+//   ASSIGN_OR_RETURN(AlgorithmSelector selector, AlgorithmSelector::FromEnvironment());
+//   ...
+//   RETURN_IF_ERROR(selector.Allreduce(ctx, data, count, dtype, ReduceOp::kAvg));
+//
+// The other collectives have one algorithm each (RingAllgatherv, RingReduceScatter, TreeReduce,
+// PairwiseAlltoallv, DisseminationBarrier) and are called directly. Every rank must choose the
+// same algorithm for an operation: the table depends only on (bytes, world size), which all ranks
+// share, and PADDLE_ALGO must be set alike on every rank.
+#ifndef PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_SELECTOR_H_
+#define PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_SELECTOR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
+#include "paddle/collective/algorithms/algorithm_context.h"
+#include "paddle/collective/reduction.h"
+#include "paddle/core/dtype.h"
+
+namespace paddle {
+
+enum class Algorithm {
+  kRing,             // RingAllreduce, RingBroadcast
+  kTree,             // TreeAllreduce (recursive doubling), TreeBroadcast (binomial)
+  kHalvingDoubling,  // HalvingDoublingAllreduce; broadcast uses the binomial tree
+};
+
+// "ring", "tree", "hd".
+absl::string_view AlgorithmName(Algorithm algorithm);
+// Accepts the names above, ignoring case; the error lists them.
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+
+// The environment variable that forces an algorithm.
+inline constexpr char kAlgorithmEnvVar[] = "PADDLE_ALGO";
+
+class AlgorithmSelector {
+ public:
+  // Follows the table.
+  AlgorithmSelector() = default;
+  // Uses `forced` for every allreduce; for broadcast, kRing is the chain and kTree and
+  // kHalvingDoubling are the binomial tree (a broadcast has nothing to halve).
+  explicit AlgorithmSelector(Algorithm forced) : forced_(forced) {}
+
+  // PADDLE_ALGO unset or empty: the table; "ring", "tree" or "hd": forced; anything else:
+  // kInvalidArgument naming the variable, its value and the accepted values.
+  static absl::StatusOr<AlgorithmSelector> FromEnvironment();
+
+  absl::optional<Algorithm> forced() const { return forced_; }
+
+  // The algorithm for `bytes` (the whole buffer) on `world_size` ranks.
+  Algorithm ForAllreduce(int64_t bytes, int world_size) const;
+  Algorithm ForBroadcast(int64_t bytes, int world_size) const;
+
+  // Run the chosen algorithm; see RingAllreduce and RingBroadcast for the contracts.
+  absl::Status Allreduce(const AlgorithmContext& ctx, void* data, int64_t count, DType dtype,
+                         ReduceOp op) const;
+  absl::Status Broadcast(const AlgorithmContext& ctx, void* data, int64_t count, DType dtype,
+                         int root) const;
+
+ private:
+  absl::optional<Algorithm> forced_;
+};
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_SELECTOR_H_

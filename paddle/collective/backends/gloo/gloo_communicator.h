@@ -1,0 +1,180 @@
+// GlooCommunicator: the Communicator interface over libgloo (Debian's 2022 build, TCP transport).
+//
+// Gloo brings its own algorithms and TCP transport; this backend brings the rest of the
+// Communicator contract (communicator.h): rendezvous through the job's own Store (via
+// GlooStoreAdapter), asynchronous Work run in call order on one worker thread, a timeout on every
+// operation, errors as Status with full context (CallGloo), poisoning, debug checks and a clean
+// teardown. It exists as a reference and a fallback for the native backend: same interface, an
+// independent implementation, so either can check the other.
+//
+// Note [Gloo backend semantics]
+// - Algorithms: Gloo's `gloo::allreduce` with its ring (the default, or options.algorithm "ring")
+//   or bcube ("bcube"); other names are kInvalidArgument. Broadcast, reduce, allgather(v),
+//   alltoall(v) and barrier use the matching Gloo collective. Gloo has no reduce-scatter with
+//   arbitrary reduction functions, so ReduceScatter is an allreduce of a copy of the input
+//   followed by a copy of this rank's block: correct for every dtype and op, at twice the traffic
+//   of a true reduce-scatter.
+// - Arithmetic: every reduction runs our own kernels (paddle/collective/reduction.h) as Gloo's
+//   reduction function, so results follow Note [Reduction semantics] exactly as in the native
+//   backend: NaN-propagating min/max, wrapping integers, kAvg as a sum divided once at the end.
+//   float16 and bfloat16 travel as 2-byte elements and are combined in float32 with one rounding
+//   per combining step, like the native backend; nothing is converted around the call. Integer
+//   kAvg and any arithmetic on bool are kInvalidArgument (CheckReduction).
+// - Data movement (broadcast, allgather, alltoall, send/recv) works for every dtype.
+// - Timeouts: each operation passes its timeout (the call's, else options.timeout) to Gloo as the
+//   operation's end-to-end timeout; options.connect_timeout bounds the connect, including the
+//   store waits (Gloo's own stores ignore that timeout; GlooStoreAdapter does not).
+// - Failure (Note [Communicator failure]): the first failed operation poisons the communicator,
+//   fails every queued operation and closes this rank's connections, so peers blocked on this
+//   rank fail at once with kUnavailable naming it instead of waiting for their timeout. Abort()
+//   does the same from any thread. One limit comes from Gloo: an operation already inside Gloo
+//   cannot be interrupted (closing our own sockets does not wake Gloo's waits, measured), so the
+//   in-flight operation fails only when it returns, at the latest at its timeout; queued and
+//   later ones fail at once. A poisoned rank also publishes its cause in the store, and a rank
+//   that loses a peer or times out adds what the others published to its error (Note [Gloo
+//   failure reports]), so every rank's message leads to the first failure, not only to the
+//   neighbour that closed last.
+// - Teardown: the destructor lets queued operations finish, then meets every rank at a store
+//   barrier before closing the connections (Gloo's TCP pairs otherwise race: a rank that closes
+//   right after its last operation can make a peer still reading fail with "Connection closed
+//   by peer"). Destroy the communicators of all ranks at about the same time; a rank that never
+//   arrives costs the others options.timeout, a poisoned rank releases them at once.
+// - Keys: everything goes under "<store_prefix>/gloo" in the store; use a fresh store_prefix for
+//   each communicator sharing a store (Split derives one per call).
+#ifndef PADDLE_COLLECTIVE_BACKENDS_GLOO_GLOO_COMMUNICATOR_H_
+#define PADDLE_COLLECTIVE_BACKENDS_GLOO_GLOO_COMMUNICATOR_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "paddle/collective/backends/gloo/gloo_connection.h"
+#include "paddle/collective/backends/gloo/gloo_error.h"
+#include "paddle/collective/communicator.h"
+#include "paddle/collective/work.h"
+
+namespace paddle {
+
+// Connects to the other ranks through options.store and returns the communicator. Errors name the
+// ranks that never published their address, the time waited and the setting to change.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+    const CommunicatorOptions& options);
+
+class GlooWork;
+
+class GlooCommunicator : public Communicator {
+ public:
+  ~GlooCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Backend backend() const override { return Backend::kGloo; }
+
+  std::shared_ptr<Work> Allreduce(Tensor tensor, ReduceOp op, CallOptions call = {}) override;
+  std::shared_ptr<Work> Broadcast(Tensor tensor, int root, CallOptions call = {}) override;
+  std::shared_ptr<Work> Reduce(Tensor tensor, int root, ReduceOp op,
+                               CallOptions call = {}) override;
+  std::shared_ptr<Work> Allgather(Tensor input, Tensor output, CallOptions call = {}) override;
+  std::shared_ptr<Work> Allgatherv(Tensor input, Tensor output, std::vector<int64_t> counts,
+                                   CallOptions call = {}) override;
+  std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op,
+                                      CallOptions call = {}) override;
+  std::shared_ptr<Work> Alltoall(Tensor input, Tensor output, CallOptions call = {}) override;
+  std::shared_ptr<Work> Alltoallv(Tensor input, Tensor output, std::vector<int64_t> send_counts,
+                                  std::vector<int64_t> recv_counts, CallOptions call = {}) override;
+  std::shared_ptr<Work> Barrier(CallOptions call = {}) override;
+  std::shared_ptr<Work> Send(Tensor tensor, int dst, uint32_t tag = 0,
+                             CallOptions call = {}) override;
+  std::shared_ptr<Work> Recv(Tensor tensor, int src, uint32_t tag = 0,
+                             CallOptions call = {}) override;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(std::vector<int> ranks) override;
+  void Abort(const absl::Status& cause) override;
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+      const CommunicatorOptions& options);
+
+  // What an operation is, for its Work's description, the debug check and errors.
+  struct OpInfo {
+    std::string name;  // "allreduce"
+    DType dtype = DType::kFloat32;
+    int64_t count = 0;  // elements of the input (the tensor for in-place operations)
+    int root = -1;
+    int peer = -1;       // send/recv
+    int reduce_op = -1;  // a ReduceOp, or -1
+    uint64_t extra = 0;  // a hash of per-rank counts (allgatherv, alltoallv)
+    int64_t bytes = 0;
+  };
+  // The body of an operation, run on the worker thread; `call` carries its sequence number
+  // (the Gloo tag) and timeout.
+  using Body = std::function<absl::Status(const GlooCallInfo& call)>;
+  struct Pending {
+    std::shared_ptr<GlooWork> work;
+    OpInfo info;
+    uint64_t seq = 0;
+    absl::Duration timeout;
+    bool collective = true;
+    Body body;
+  };
+
+  GlooCommunicator(const CommunicatorOptions& options, int algorithm, GlooConnection connection);
+
+  // Queues `body` (collectives get the next collective sequence number; send/recv their own
+  // counter, since only two ranks take part) and returns its Work; a failed `check` or a poisoned
+  // communicator returns a completed Work instead.
+  std::shared_ptr<Work> Enqueue(OpInfo info, const CallOptions& call, bool collective,
+                                const absl::Status& check, Body body);
+  void RunLoop();
+  // Runs the debug check of Note [Collective debug checks]: ranks allgather (operation, dtype,
+  // count, root, op, seq) and fail alike, naming the ranks that differ, if any does.
+  absl::Status CheckAgreement(const OpInfo& info, const GlooCallInfo& call);
+  // Records the first failure, fails queued operations and closes this rank's connections.
+  // Returns false (and does nothing) if the communicator was poisoned already.
+  bool Poison(const absl::Status& cause);
+  // Note [Gloo failure reports]: what other ranks published when they were poisoned, as
+  // "rank 2: CANCELLED: aborted: ..." lines; empty if none did.
+  std::string ReportsFromPeers() const;
+  std::string FailureKey(int rank) const;
+  // The error for the operation `what` on a communicator poisoned by `cause`.
+  absl::Status PoisonedError(const std::string& what, const absl::Status& cause) const;
+  // "allreduce #17 (float32 x 1048576, sum)": the Work's description.
+  std::string Describe(const OpInfo& info, uint64_t seq, bool collective) const;
+
+  // Gloo's allreduce of `count` elements at `data` in place, combining with `op` (kAvg sums; the
+  // caller divides). Worker thread.
+  absl::Status GlooAllreduce(void* data, int64_t count, DType dtype, ReduceOp op,
+                             const GlooCallInfo& call);
+
+  const CommunicatorOptions options_;
+  const int rank_;
+  const int size_;
+  const int algorithm_;  // gloo::AllreduceOptions::Algorithm
+  const bool debug_checks_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  // peer_addresses_[r]: how Gloo's messages name peer r (its end of our pair), for errors.
+  const std::vector<std::string> peer_addresses_;
+
+  // A std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  absl::Status poison_;        // guarded by mu_; the first failure
+  bool stopping_ = false;      // guarded by mu_
+  uint64_t next_seq_ = 1;      // guarded by mu_; collectives
+  uint64_t next_p2p_seq_ = 1;  // guarded by mu_; send/recv
+  uint64_t splits_ = 0;        // Split calls so far (the caller's thread)
+  std::thread worker_;
+};
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_BACKENDS_GLOO_GLOO_COMMUNICATOR_H_

@@ -1,0 +1,150 @@
+// Note [Gloo connect]. Every rank, with the group's store:
+//  1. creates a Gloo TCP device on the listen address (SelectListenAddress);
+//  2. runs Gloo's connectFullMesh over GlooStoreAdapter: each rank publishes the addresses of its
+//     pairs under "<prefix>/gloo/<rank>" and connects to every peer's, every store wait bounded
+//     by options.connect_timeout;
+//  3. runs a one-byte alltoall (tag 0; operations count from 1) over every pair, which cannot
+//     finish before every connection is up on both ends;
+//  4. publishes its pairs' final addresses and reads its peers' (Note [Gloo peer addresses]);
+//  5. sets the context's timeout to options.timeout for the operations to come.
+#include "paddle/collective/backends/gloo/gloo_connection.h"
+
+#include <gloo/alltoall.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "paddle/collective/backends/gloo/gloo_error.h"
+#include "paddle/collective/backends/gloo/gloo_store_adapter.h"
+#include "paddle/collective/store/store.h"
+#include "paddle/collective/transport/tcp/socket_address.h"
+#include "paddle/core/status.h"
+
+namespace paddle {
+namespace {
+
+// Note [Gloo peer addresses]. Gloo's errors name a peer by the address of its end of the
+// connection ("Read error [127.0.0.1]:1956"), which is that peer's Pair::address() once the
+// connection is up: Gloo resets it from getsockname() when the connection completes, on the
+// peer's I/O thread, possibly after connectFullMesh has returned. So each rank reads its pairs'
+// addresses only after step 3 of Note [Gloo connect] and publishes them; rank r then keeps, for
+// each peer p, the address p's end of their connection has, which is the text Gloo prints on r
+// for p. (Gloo prints ports in network byte order; the texts match all the same.) Measured here:
+// when a peer is killed, about one failure in twenty prints an address that matches none of the
+// exchanged ones (cause not found; Debian's Gloo headers do not let us read a pair's own peer
+// address), so CallGloo then lists every peer's address for the reader.
+absl::StatusOr<std::vector<std::string>> ExchangePairAddresses(Store& store,
+                                                               const std::string& prefix,
+                                                               gloo::Context& context,
+                                                               absl::Duration timeout) {
+  const int rank = context.rank;
+  const int size = context.size;
+  std::vector<std::string> mine(size);
+  for (int p = 0; p < size; ++p) {
+    if (p != rank) mine[p] = context.getPair(p)->address().str();
+  }
+  RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, rank), absl::StrJoin(mine, "\n")));
+  std::vector<std::string> peers(size);
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    ASSIGN_OR_RETURN(std::string value, store.Get(absl::StrCat(prefix, p), timeout));
+    std::vector<std::string> theirs = absl::StrSplit(value, '\n');
+    if (static_cast<int>(theirs.size()) != size) {
+      return absl::InternalError(absl::StrCat("rank ", p, " published ", theirs.size(),
+                                              " pair addresses for a group of ", size));
+    }
+    peers[p] = theirs[rank];
+  }
+  return peers;
+}
+
+sigset_t SigpipeSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  return set;
+}
+
+}  // namespace
+
+void BlockSigpipeInThisThread() {
+  const sigset_t set = SigpipeSet();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+ScopedSigpipeBlock::ScopedSigpipeBlock() {
+  const sigset_t set = SigpipeSet();
+  pthread_sigmask(SIG_BLOCK, &set, &previous_);
+}
+
+ScopedSigpipeBlock::~ScopedSigpipeBlock() {
+  if (sigismember(&previous_, SIGPIPE) == 1) return;  // it was blocked before us: leave it so
+  const sigset_t set = SigpipeSet();
+  const struct timespec zero = {0, 0};
+  // A SIGPIPE raised while blocked stays pending; consume it so unblocking does not deliver it.
+  while (sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
+  }
+  pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
+
+std::chrono::milliseconds ToGlooTimeout(absl::Duration timeout) {
+  const absl::Duration capped =
+      std::min(std::max(timeout, absl::Milliseconds(1)), absl::Hours(24 * 365));
+  return std::chrono::milliseconds(
+      absl::ToInt64Milliseconds(absl::Ceil(capped, absl::Milliseconds(1))));
+}
+
+absl::StatusOr<GlooConnection> ConnectGloo(const CommunicatorOptions& options) {
+  const int rank = options.rank;
+  const int size = options.world_size;
+  ASSIGN_OR_RETURN(SocketAddress listen, SelectListenAddress(""));
+  const std::string prefix = absl::StrCat(options.store_prefix, "/gloo");
+  GlooCallInfo call;
+  call.rank = rank;
+  call.world_size = size;
+  call.op = absl::StrCat("connect (Gloo TCP on ", listen.Host(), ", store ",
+                         options.store->Describe(), " under '", prefix, "')");
+  call.timeout = options.connect_timeout;
+  call.timeout_kind = TimeoutKind::kConnect;
+  GlooConnection connection;
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  GlooStoreAdapter adapter(options.store, prefix, options.connect_timeout);
+  ScopedSigpipeBlock no_sigpipe;  // Note [Gloo and SIGPIPE]; Gloo's I/O thread inherits the mask
+  RETURN_IF_ERROR(CallGloo(call, [&] {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = listen.Host();
+    connection.device = gloo::transport::tcp::CreateDevice(attr);
+    context->setTimeout(ToGlooTimeout(options.connect_timeout));
+    context->connectFullMesh(adapter, connection.device);
+    std::vector<uint8_t> out(size, static_cast<uint8_t>(rank)), in(size);
+    gloo::AlltoallOptions opts(context);
+    opts.setInput(out.data(), out.size());
+    opts.setOutput(in.data(), in.size());
+    opts.setTag(0);
+    opts.setTimeout(ToGlooTimeout(options.connect_timeout));
+    gloo::alltoall(opts);
+  }));
+  absl::StatusOr<std::vector<std::string>> peer_addresses = ExchangePairAddresses(
+      *options.store, absl::StrCat(prefix, "/pair_addresses/"), *context, options.connect_timeout);
+  if (!peer_addresses.ok()) {
+    return ErrorContext()
+        .Rank(rank, size)
+        .Op("connect")
+        .Hint(TimeoutHint(TimeoutKind::kConnect))
+        .Wrap(Annotate(peer_addresses.status(), "exchanging Gloo pair addresses"));
+  }
+  context->setTimeout(ToGlooTimeout(options.timeout));
+  connection.context = std::move(context);
+  connection.peer_addresses = *std::move(peer_addresses);
+  return connection;
+}
+
+}  // namespace paddle

@@ -1,0 +1,98 @@
+// CollectiveCall descriptions.
+#include "paddle/collective/backends/native/collective_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace paddle {
+namespace {
+
+// Long count vectors (a 64-rank alltoallv) are cut to their ends in messages.
+constexpr size_t kCountsShown = 8;
+
+std::string Details(const CollectiveCall& call) {
+  const std::string dtype(call.has_dtype ? DTypeName(call.dtype) : "");
+  const std::string op(call.has_op ? ReduceOpName(call.op) : "");
+  switch (call.kind) {
+    case OpKind::kAllreduce:
+      return absl::StrCat(dtype, " x ", call.count, ", ", op);
+    case OpKind::kBroadcast:
+      return absl::StrCat(dtype, " x ", call.count, ", root ", call.root);
+    case OpKind::kReduce:
+      return absl::StrCat(dtype, " x ", call.count, ", ", op, ", root ", call.root);
+    case OpKind::kAllgather:
+      return absl::StrCat(dtype, " x ", call.count, " per rank");
+    case OpKind::kAllgatherv:
+      return absl::StrCat(dtype, ", counts ", CountsToString(call.counts));
+    case OpKind::kReduceScatter:
+      return absl::StrCat(dtype, " x ", call.count, " per rank, ", op);
+    case OpKind::kAlltoall:
+      return absl::StrCat(dtype, " x ", call.count, " per block");
+    case OpKind::kAlltoallv:
+      return absl::StrCat(dtype, ", send counts ", CountsToString(call.counts), ", recv counts ",
+                          CountsToString(call.recv_counts));
+    case OpKind::kBarrier:
+      return "";
+    case OpKind::kSend:
+      return absl::StrCat(dtype, " x ", call.count, " to rank ", call.root, ", tag ", call.tag);
+    case OpKind::kRecv:
+      return absl::StrCat(dtype, " x ", call.count, " from rank ", call.root, ", tag ", call.tag);
+    case OpKind::kSplit:
+      return absl::StrCat("ranks ", CountsToString(call.counts));
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::string_view OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllgather:
+      return "allgather";
+    case OpKind::kAllgatherv:
+      return "allgatherv";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kAlltoall:
+      return "alltoall";
+    case OpKind::kAlltoallv:
+      return "alltoallv";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kSplit:
+      return "split";
+  }
+  return "invalid";
+}
+
+std::string CountsToString(const std::vector<int64_t>& counts) {
+  if (counts.size() <= kCountsShown) return absl::StrCat("[", absl::StrJoin(counts, ", "), "]");
+  const size_t half = kCountsShown / 2;
+  return absl::StrCat("[", absl::StrJoin(counts.begin(), counts.begin() + half, ", "), ", ... (",
+                      counts.size() - kCountsShown, " more), ",
+                      absl::StrJoin(counts.end() - half, counts.end(), ", "), "]");
+}
+
+std::string CollectiveCall::Describe(uint64_t seq) const {
+  const std::string details = Details(*this);
+  return absl::StrCat(OpKindName(kind), " #", seq, details.empty() ? "" : " (", details,
+                      details.empty() ? "" : ")");
+}
+
+std::string CollectiveCall::Describe() const {
+  const std::string details = Details(*this);
+  return absl::StrCat(OpKindName(kind), details.empty() ? "" : " (", details,
+                      details.empty() ? "" : ")");
+}
+
+}  // namespace paddle

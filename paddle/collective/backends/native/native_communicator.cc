@@ -1,0 +1,680 @@
+// NativeCommunicator: the Communicator of the native backend; see native_communicator.h.
+//
+// Each call (1) describes itself as a CollectiveCall, (2) checks its arguments on the caller's
+// thread, (3) takes the next sequence number and (4) queues a task on the WorkQueue, all under
+// one lock so that sequence numbers follow the queue order. The task, on the queue thread, makes
+// the operation's Deadline and AlgorithmContext, runs the debug check if it is on and then the
+// algorithm. Argument errors fail the returned Work at once and do not poison the communicator;
+// the sequence number is used up all the same, so that ranks that all reject the same call stay
+// in step.
+//
+// Note [Native communicator tags]
+// Algorithms own the tags without bit 63 (Note [Message tags]). The communicator's own messages
+// set bit 63: the debug checks use kDebugCheckTag; point-to-point messages also set bit 62 and
+// carry the caller's 32-bit tag, so Send/Recv pairs match on (peer, tag) in order, whatever the
+// collectives around them do.
+#include "paddle/collective/backends/native/native_communicator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle/collective/algorithms/algorithm_context.h"
+#include "paddle/collective/algorithms/algorithm_selector.h"
+#include "paddle/collective/algorithms/dissemination_barrier.h"
+#include "paddle/collective/algorithms/pairwise_alltoall.h"
+#include "paddle/collective/algorithms/ring_allgather.h"
+#include "paddle/collective/algorithms/ring_reduce_scatter.h"
+#include "paddle/collective/algorithms/tree_reduce.h"
+#include "paddle/collective/backends/native/argument_checks.h"
+#include "paddle/collective/backends/native/collective_call.h"
+#include "paddle/collective/backends/native/debug_checks.h"
+#include "paddle/collective/backends/native/work_queue.h"
+#include "paddle/collective/store/prefix_store.h"
+#include "paddle/collective/store/store.h"
+#include "paddle/collective/transport/tcp/tcp_transport.h"
+#include "paddle/collective/transport/transport.h"
+#include "paddle/core/logging.h"
+#include "paddle/core/status.h"
+
+namespace paddle {
+namespace {
+
+constexpr char kTransportEnvVar[] = "PADDLE_TRANSPORT";
+constexpr char kDebugChecksEnvVar[] = "PADDLE_DEBUG_CHECKS";
+
+// Note [Native communicator tags].
+constexpr uint64_t kControlTagBit = uint64_t{1} << 63;
+constexpr uint64_t kPointToPointTagBit = uint64_t{1} << 62;
+constexpr uint64_t kDebugCheckTag = kControlTagBit | 2;  // and kDebugCheckTag + 1
+uint64_t PointToPointTag(uint32_t tag) { return kControlTagBit | kPointToPointTagBit | tag; }
+
+// How long an abandoned point-to-point request may take to fail after the transport was aborted.
+constexpr absl::Duration kDrainTimeout = absl::Seconds(30);
+
+// The settings every rank of a group must agree on, resolved from options and environment.
+struct Settings {
+  std::string transport;  // "tcp"
+  AlgorithmSelector selector;
+  bool debug_checks = false;
+
+  // "transport=tcp algorithm=auto debug_checks=0": what rank 0 publishes.
+  std::string Describe() const {
+    return absl::StrCat("transport=", transport, " algorithm=",
+                        selector.forced().has_value() ? AlgorithmName(*selector.forced()) : "auto",
+                        " debug_checks=", debug_checks ? 1 : 0);
+  }
+};
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(value));
+}
+
+absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
+  Settings settings;
+  std::string transport = absl::AsciiStrToLower(options.transport);
+  std::string source = "CommunicatorOptions.transport";
+  if (transport == "auto" || transport.empty()) {
+    transport = absl::AsciiStrToLower(Env(kTransportEnvVar));
+    source = kTransportEnvVar;
+  }
+  if (transport.empty() || transport == "auto" || transport == "tcp") {
+    settings.transport = "tcp";
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, " is \"", transport, "\"; the native backend supports \"auto\" and \"tcp\""));
+  }
+
+  if (options.algorithm.empty()) {
+    ASSIGN_OR_RETURN(settings.selector, AlgorithmSelector::FromEnvironment());
+  } else {
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(options.algorithm);
+    if (!algorithm.ok()) {
+      return Annotate(algorithm.status(), "CommunicatorOptions.algorithm");
+    }
+    settings.selector = AlgorithmSelector(*algorithm);
+  }
+
+  settings.debug_checks = options.debug_checks;
+  const std::string debug = absl::AsciiStrToLower(Env(kDebugChecksEnvVar));
+  if (debug == "1" || debug == "true" || debug == "yes" || debug == "on") {
+    settings.debug_checks = true;
+  } else if (!(debug.empty() || debug == "0" || debug == "false" || debug == "no" ||
+               debug == "off")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kDebugChecksEnvVar, "=", debug, " is not a boolean; use 1 or 0"));
+  }
+  return settings;
+}
+
+absl::Status CheckOptions(const CommunicatorOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "native communicator: rank ", options.rank, " and world size ", options.world_size,
+        " do not fit: need world_size >= 1 and 0 <= rank < world_size"));
+  }
+  if (options.world_size > 1 && options.store == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("native communicator of rank ", options.rank, "/", options.world_size,
+                     ": CommunicatorOptions.store is null; the ranks find each other through it"));
+  }
+  if (options.timeout <= absl::ZeroDuration() || options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("native communicator of rank ", options.rank, "/", options.world_size,
+                     ": timeout (", absl::FormatDuration(options.timeout),
+                     ") and connect_timeout (", absl::FormatDuration(options.connect_timeout),
+                     ") must be positive; use absl::InfiniteDuration() for no limit"));
+  }
+  return absl::OkStatus();
+}
+
+// FNV-1a of a rank list, for split store prefixes: the same in every process.
+uint64_t HashRanks(const std::vector<int>& ranks) {
+  uint64_t h = 1469598103934665603ull;
+  for (int r : ranks) {
+    for (int b = 0; b < 4; ++b) {
+      h ^= static_cast<uint64_t>(static_cast<uint32_t>(r) >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+class NativeCommunicator final : public Communicator {
+ public:
+  NativeCommunicator(const CommunicatorOptions& options, Settings settings,
+                     std::unique_ptr<Transport> transport)
+      : options_(options),
+        settings_(std::move(settings)),
+        owner_(absl::StrCat("rank ", options.rank, "/", options.world_size)),
+        transport_(std::move(transport)),
+        queue_(options.rank, options.world_size,
+               [this](const absl::Status& cause) { transport_->Abort(cause); }) {}
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.world_size; }
+  Backend backend() const override { return Backend::kNative; }
+
+  std::shared_ptr<Work> Allreduce(Tensor tensor, ReduceOp op, CallOptions call) override;
+  std::shared_ptr<Work> Broadcast(Tensor tensor, int root, CallOptions call) override;
+  std::shared_ptr<Work> Reduce(Tensor tensor, int root, ReduceOp op, CallOptions call) override;
+  std::shared_ptr<Work> Allgather(Tensor input, Tensor output, CallOptions call) override;
+  std::shared_ptr<Work> Allgatherv(Tensor input, Tensor output, std::vector<int64_t> counts,
+                                   CallOptions call) override;
+  std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op,
+                                      CallOptions call) override;
+  std::shared_ptr<Work> Alltoall(Tensor input, Tensor output, CallOptions call) override;
+  std::shared_ptr<Work> Alltoallv(Tensor input, Tensor output, std::vector<int64_t> send_counts,
+                                  std::vector<int64_t> recv_counts, CallOptions call) override;
+  std::shared_ptr<Work> Barrier(CallOptions call) override;
+  std::shared_ptr<Work> Send(Tensor tensor, int dst, uint32_t tag, CallOptions call) override;
+  std::shared_ptr<Work> Recv(Tensor tensor, int src, uint32_t tag, CallOptions call) override;
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(std::vector<int> ranks) override;
+  void Abort(const absl::Status& cause) override;
+
+ private:
+  // What a task runs once its context exists (the debug check, if on, has passed).
+  using Body = std::function<absl::Status(const AlgorithmContext& ctx)>;
+
+  // Steps (3) and (4) of the file comment: `arguments` is the result of step (2).
+  std::shared_ptr<Work> Submit(const CollectiveCall& call, const absl::Status& arguments,
+                               const CallOptions& call_options, Body body);
+  // On the queue thread: the deadline, the debug check if it is on, then `body`.
+  WorkQueue::TaskResult RunTask(const CollectiveCall& call, uint64_t seq, absl::Duration timeout,
+                                const Body& body);
+  // Posts one point-to-point message and waits for it within ctx's deadline.
+  absl::Status PointToPoint(const AlgorithmContext& ctx, bool is_send, const Tensor& tensor,
+                            int peer, uint32_t tag);
+  // Creates this rank's communicator of the split group (on the queue thread).
+  absl::StatusOr<std::unique_ptr<Communicator>> CreateSplit(const std::vector<int>& ranks,
+                                                            uint64_t seq);
+
+  const CommunicatorOptions options_;
+  const Settings settings_;
+  const std::string owner_;  // "rank 1/4"
+  std::unique_ptr<Transport> transport_;
+
+  std::mutex call_mu_;
+  uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
+  uint64_t next_p2p_seq_ = 1;  // guarded by call_mu_; Send and Recv
+
+  // Last: its thread runs tasks that use everything above, and is joined first.
+  WorkQueue queue_;
+};
+
+std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
+                                                 const absl::Status& arguments,
+                                                 const CallOptions& call_options, Body body) {
+  const bool p2p = IsPointToPoint(call.kind);
+  const absl::Duration timeout =
+      call_options.timeout > absl::ZeroDuration() ? call_options.timeout : options_.timeout;
+  std::lock_guard<std::mutex> lock(call_mu_);
+  const uint64_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
+  auto work = std::make_shared<QueuedWork>(call.Describe(seq), seq, owner_);
+  if (!arguments.ok()) {
+    work->Complete(ErrorContext()
+                       .Rank(rank(), size())
+                       .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
+                       .Wrap(Annotate(arguments, work->Describe())));
+    if (settings_.debug_checks && !p2p) {
+      // Still take part in the check, so the other ranks fail with a clear message instead of
+      // waiting for this rank (Note [Collective debug checks]).
+      auto check_work = std::make_shared<QueuedWork>(
+          absl::StrCat("debug check of rejected ", work->Describe()), seq, owner_);
+      queue_.Enqueue(check_work, [this, call, seq, timeout]() -> WorkQueue::TaskResult {
+        const absl::Status s = CheckCallAcrossRanks(*transport_, kDebugCheckTag, call, seq,
+                                                    /*call_valid=*/false, Deadline::After(timeout));
+        return {s, /*poison=*/!absl::IsInvalidArgument(s)};
+      });
+    }
+    return work;
+  }
+
+  queue_.Enqueue(work, [this, call, seq, timeout, body = std::move(body)] {
+    return RunTask(call, seq, timeout, body);
+  });
+  return work;
+}
+
+WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, uint64_t seq,
+                                                  absl::Duration timeout, const Body& body) {
+  const Deadline deadline = Deadline::After(timeout);
+  if (settings_.debug_checks && !IsPointToPoint(call.kind)) {
+    const absl::Status s = CheckCallAcrossRanks(*transport_, kDebugCheckTag, call, seq,
+                                                /*call_valid=*/true, deadline);
+    // A disagreement leaves the transport intact and the ranks in step: fail this call only,
+    // like an argument error. Anything else is a transport failure.
+    if (!s.ok()) return {s, /*poison=*/!absl::IsInvalidArgument(s)};
+  }
+  AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
+  return body(ctx);
+}
+
+// ---- Collectives ----
+
+std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
+                                                    CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kAllreduce;
+  call.has_dtype = true;
+  call.dtype = tensor.dtype();
+  call.count = tensor.numel();
+  call.has_op = true;
+  call.op = op;
+  absl::Status args = CheckTensor(tensor, "tensor");
+  if (args.ok()) args = CheckReduction(tensor.dtype(), op);
+  return Submit(call, args, call_options, [this, tensor, op](const AlgorithmContext& ctx) {
+    return settings_.selector.Allreduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(), op);
+  });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
+                                                    CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kBroadcast;
+  call.has_dtype = true;
+  call.dtype = tensor.dtype();
+  call.count = tensor.numel();
+  call.root = root;
+  absl::Status args = CheckTensor(tensor, "tensor");
+  if (args.ok()) args = CheckRankArgument(root, size(), "root");
+  return Submit(call, args, call_options, [this, tensor, root](const AlgorithmContext& ctx) {
+    return settings_.selector.Broadcast(ctx, tensor.data(), tensor.numel(), tensor.dtype(), root);
+  });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, ReduceOp op,
+                                                 CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kReduce;
+  call.has_dtype = true;
+  call.dtype = tensor.dtype();
+  call.count = tensor.numel();
+  call.has_op = true;
+  call.op = op;
+  call.root = root;
+  absl::Status args = CheckTensor(tensor, "tensor");
+  if (args.ok()) args = CheckRankArgument(root, size(), "root");
+  if (args.ok()) args = CheckReduction(tensor.dtype(), op);
+  return Submit(call, args, call_options, [tensor, root, op](const AlgorithmContext& ctx) {
+    return TreeReduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(), op, root);
+  });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
+                                                    CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kAllgather;
+  call.has_dtype = true;
+  call.dtype = input.dtype();
+  call.count = input.numel();
+  absl::Status args = CheckTensor(input, "input");
+  if (args.ok()) args = CheckTensor(output, "output");
+  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
+  if (args.ok()) {
+    args = CheckNumel(output, "output", size() * input.numel(),
+                      absl::StrCat("world size ", size(), " x the input's ", input.numel()));
+  }
+  const size_t block_offset = static_cast<size_t>(rank()) * input.nbytes();
+  // In place is allowed: the input may be exactly this rank's block of the output.
+  const bool in_place = args.ok() && static_cast<char*>(input.data()) ==
+                                         static_cast<char*>(output.data()) + block_offset;
+  if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
+  return Submit(call, args, call_options,
+                [input, output, block_offset, in_place](const AlgorithmContext& ctx) {
+                  char* out = static_cast<char*>(output.data());
+                  if (!in_place && input.nbytes() > 0) {
+                    std::memcpy(out + block_offset, input.data(), input.nbytes());
+                  }
+                  return RingAllgather(ctx, out, input.numel(), input.dtype());
+                });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Allgatherv(Tensor input, Tensor output,
+                                                     std::vector<int64_t> counts,
+                                                     CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kAllgatherv;
+  call.has_dtype = true;
+  call.dtype = input.dtype();
+  call.counts = counts;
+  int64_t total = 0;
+  absl::Status args = CheckTensor(input, "input");
+  if (args.ok()) args = CheckTensor(output, "output");
+  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
+  if (args.ok()) args = CheckCountsArgument(counts, size(), "counts", &total);
+  call.count = total;
+  if (args.ok()) {
+    args = CheckNumel(input, "input", counts[rank()], absl::StrCat("counts[", rank(), "]"));
+  }
+  if (args.ok()) args = CheckNumel(output, "output", total, "the sum of counts");
+  int64_t offset = 0;
+  for (int r = 0; args.ok() && r < rank(); ++r) offset += counts[r];
+  const size_t block_offset = args.ok() ? static_cast<size_t>(offset) * input.element_size() : 0;
+  const bool in_place = args.ok() && static_cast<char*>(input.data()) ==
+                                         static_cast<char*>(output.data()) + block_offset;
+  if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
+  return Submit(call, args, call_options,
+                [input, output, counts, block_offset, in_place](const AlgorithmContext& ctx) {
+                  char* out = static_cast<char*>(output.data());
+                  if (!in_place && input.nbytes() > 0) {
+                    std::memcpy(out + block_offset, input.data(), input.nbytes());
+                  }
+                  return RingAllgatherv(ctx, out, counts, input.dtype());
+                });
+}
+
+std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp op,
+                                                        CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kReduceScatter;
+  call.has_dtype = true;
+  call.dtype = input.dtype();
+  call.count = output.numel();
+  call.has_op = true;
+  call.op = op;
+  absl::Status args = CheckTensor(input, "input");
+  if (args.ok()) args = CheckTensor(output, "output");
+  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
+  if (args.ok()) {
+    args = CheckNumel(input, "input", size() * output.numel(),
+                      absl::StrCat("world size ", size(), " x the output's ", output.numel()));
+  }
+  if (args.ok()) args = CheckReduction(input.dtype(), op);
+  const int n = size();
+  const int me = rank();
+  return Submit(call, args, call_options, [input, output, op, n, me](const AlgorithmContext& ctx) {
+    // The ring reduces in place and leaves partial sums in the other blocks, but the input must
+    // stay unchanged (and may overlap the output): work on a copy.
+    const size_t bytes = input.nbytes();
+    std::unique_ptr<char[]> scratch(new char[std::max<size_t>(bytes, 1)]);
+    if (bytes > 0) std::memcpy(scratch.get(), input.data(), bytes);
+    const std::vector<int64_t> counts(static_cast<size_t>(n), output.numel());
+    RETURN_IF_ERROR(RingReduceScatter(ctx, scratch.get(), counts, input.dtype(), op));
+    if (output.nbytes() > 0) {
+      std::memcpy(output.data(), scratch.get() + static_cast<size_t>(me) * output.nbytes(),
+                  output.nbytes());
+    }
+    return absl::OkStatus();
+  });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
+                                                   CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kAlltoall;
+  call.has_dtype = true;
+  call.dtype = input.dtype();
+  call.count = input.numel() / size();
+  absl::Status args = CheckTensor(input, "input");
+  if (args.ok()) args = CheckTensor(output, "output");
+  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
+  if (args.ok() && input.numel() % size() != 0) {
+    args = absl::InvalidArgumentError(
+        absl::StrCat("input ", input.ToString(), " has ", input.numel(),
+                     " elements, not a multiple of the world size ", size(),
+                     " (alltoall sends every rank an equal block)"));
+  }
+  if (args.ok()) args = CheckNumel(output, "output", input.numel(), "as many as the input");
+  if (args.ok()) args = CheckDisjoint(input, "input", output, "output");
+  return Submit(call, args, call_options, [input, output, n = size()](const AlgorithmContext& ctx) {
+    return PairwiseAlltoall(ctx, input.data(), output.data(), input.numel() / n, input.dtype());
+  });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
+                                                    std::vector<int64_t> send_counts,
+                                                    std::vector<int64_t> recv_counts,
+                                                    CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kAlltoallv;
+  call.has_dtype = true;
+  call.dtype = input.dtype();
+  call.count = input.numel();
+  call.counts = send_counts;
+  call.recv_counts = recv_counts;
+  int64_t send_total = 0;
+  int64_t recv_total = 0;
+  absl::Status args = CheckTensor(input, "input");
+  if (args.ok()) args = CheckTensor(output, "output");
+  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
+  if (args.ok()) args = CheckCountsArgument(send_counts, size(), "send_counts", &send_total);
+  if (args.ok()) args = CheckCountsArgument(recv_counts, size(), "recv_counts", &recv_total);
+  if (args.ok()) args = CheckNumel(input, "input", send_total, "the sum of send_counts");
+  if (args.ok()) args = CheckNumel(output, "output", recv_total, "the sum of recv_counts");
+  if (args.ok() && send_counts[rank()] != recv_counts[rank()]) {
+    args = absl::InvalidArgumentError(
+        absl::StrCat("send_counts[", rank(), "] = ", send_counts[rank()], " but recv_counts[",
+                     rank(), "] = ", recv_counts[rank()],
+                     ": the block this rank sends itself must be what it expects from itself"));
+  }
+  if (args.ok()) args = CheckDisjoint(input, "input", output, "output");
+  return Submit(call, args, call_options,
+                [input, output, send_counts, recv_counts](const AlgorithmContext& ctx) {
+                  return PairwiseAlltoallv(ctx, input.data(), send_counts, output.data(),
+                                           recv_counts, input.dtype());
+                });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Barrier(CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kBarrier;
+  return Submit(call, absl::OkStatus(), call_options,
+                [](const AlgorithmContext& ctx) { return DisseminationBarrier(ctx); });
+}
+
+// ---- Point to point ----
+
+std::shared_ptr<Work> NativeCommunicator::Send(Tensor tensor, int dst, uint32_t tag,
+                                               CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kSend;
+  call.has_dtype = true;
+  call.dtype = tensor.dtype();
+  call.count = tensor.numel();
+  call.root = dst;
+  call.tag = tag;
+  absl::Status args = CheckTensor(tensor, "tensor");
+  if (args.ok()) args = CheckRankArgument(dst, size(), "destination rank");
+  if (args.ok() && dst == rank()) {
+    args = absl::InvalidArgumentError(absl::StrCat("rank ", dst, " cannot send to itself"));
+  }
+  return Submit(call, args, call_options, [this, tensor, dst, tag](const AlgorithmContext& ctx) {
+    return PointToPoint(ctx, /*is_send=*/true, tensor, dst, tag);
+  });
+}
+
+std::shared_ptr<Work> NativeCommunicator::Recv(Tensor tensor, int src, uint32_t tag,
+                                               CallOptions call_options) {
+  CollectiveCall call;
+  call.kind = OpKind::kRecv;
+  call.has_dtype = true;
+  call.dtype = tensor.dtype();
+  call.count = tensor.numel();
+  call.root = src;
+  call.tag = tag;
+  absl::Status args = CheckTensor(tensor, "tensor");
+  if (args.ok()) args = CheckRankArgument(src, size(), "source rank");
+  if (args.ok() && src == rank()) {
+    args = absl::InvalidArgumentError(absl::StrCat("rank ", src, " cannot receive from itself"));
+  }
+  return Submit(call, args, call_options, [this, tensor, src, tag](const AlgorithmContext& ctx) {
+    return PointToPoint(ctx, /*is_send=*/false, tensor, src, tag);
+  });
+}
+
+absl::Status NativeCommunicator::PointToPoint(const AlgorithmContext& ctx, bool is_send,
+                                              const Tensor& tensor, int peer, uint32_t tag) {
+  Channel& channel = transport_->channel(peer);
+  // Zero-byte messages travel too: the receiver learns of a size mismatch instead of waiting.
+  std::unique_ptr<TransportRequest> request =
+      is_send ? channel.Send(tensor.data(), tensor.nbytes(), PointToPointTag(tag))
+              : channel.Recv(tensor.data(), tensor.nbytes(), PointToPointTag(tag));
+  absl::Status s = request->Wait(ctx.deadline());
+  if (s.ok()) return s;
+  std::string hint;
+  if (absl::IsDeadlineExceeded(s)) {
+    hint = absl::StrCat("rank ", peer, " did not post the matching ", is_send ? "Recv" : "Send",
+                        " (tag ", tag, ") in time; ", TimeoutHint(TimeoutKind::kCollective));
+  } else {
+    hint =
+        absl::StrCat("rank ", peer, " failed or left first; its own log names the original error");
+  }
+  absl::Status error =
+      ErrorContext()
+          .Rank(ctx.rank(), ctx.size())
+          .Peer(peer, channel.peer_address())
+          .Op(ctx.op_name(), static_cast<int64_t>(ctx.seq()))
+          .Bytes(static_cast<int64_t>(tensor.nbytes()))
+          .Waited(ctx.deadline().Elapsed(), ctx.deadline().timeout())
+          .Hint(hint)
+          .Wrap(Annotate(
+              s, absl::StrCat(is_send ? "sending " : "receiving ", tensor.nbytes(),
+                              " bytes with tag ", tag, is_send ? " to" : " from", " rank ", peer)));
+  // Note [Communicator failure]: the queue poisons with this error too; abort here first so the
+  // request finishes before its buffer can go away.
+  transport_->Abort(error);
+  if (!request->IsCompleted()) {
+    const absl::Status drained = request->Wait(Deadline::After(kDrainTimeout));
+    PADDLE_CHECK(request->IsCompleted())
+        << "the " << transport_->name() << " transport left a request pending "
+        << absl::FormatDuration(kDrainTimeout) << " after Abort (" << drained << ")";
+  }
+  return error;
+}
+
+// ---- Split and Abort ----
+
+absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::Split(std::vector<int> ranks) {
+  CollectiveCall call;
+  call.kind = OpKind::kSplit;
+  call.count = static_cast<int64_t>(ranks.size());
+  call.counts.assign(ranks.begin(), ranks.end());
+  absl::Status args;
+  if (ranks.empty()) args = absl::InvalidArgumentError("the rank list is empty");
+  for (size_t i = 0; args.ok() && i < ranks.size(); ++i) {
+    args = CheckRankArgument(ranks[i], size(), absl::StrCat("ranks[", i, "]"));
+    if (args.ok() && i > 0 && ranks[i] <= ranks[i - 1]) {
+      args = absl::InvalidArgumentError(
+          absl::StrCat("ranks ", CountsToString(call.counts), " are not sorted and unique"));
+    }
+  }
+  // The result travels from the queue thread through this slot; the Work's own status says
+  // whether the group agreed (a debug-check mismatch poisons the communicator, a failed
+  // connection of the new group does not).
+  struct Result {
+    absl::Status status;
+    std::unique_ptr<Communicator> communicator;
+  };
+  auto result = std::make_shared<Result>();
+  std::shared_ptr<Work> work =
+      Submit(call, args, CallOptions{}, [this, ranks, result](const AlgorithmContext& ctx) {
+        absl::StatusOr<std::unique_ptr<Communicator>> created = CreateSplit(ranks, ctx.seq());
+        if (created.ok()) {
+          result->communicator = std::move(*created);
+        } else {
+          result->status = created.status();
+        }
+        return absl::OkStatus();
+      });
+  // Bounded by the operations queued before it and the new group's connect timeout.
+  RETURN_IF_ERROR(work->Wait());
+  RETURN_IF_ERROR(result->status);
+  return std::move(result->communicator);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::CreateSplit(
+    const std::vector<int>& ranks, uint64_t seq) {
+  const auto it = std::find(ranks.begin(), ranks.end(), rank());
+  if (it == ranks.end()) return std::unique_ptr<Communicator>();
+  CommunicatorOptions child = options_;
+  child.rank = static_cast<int>(it - ranks.begin());
+  child.world_size = static_cast<int>(ranks.size());
+  // The parent's resolved settings, so the environment cannot make the groups disagree.
+  child.transport = settings_.transport;
+  child.algorithm = settings_.selector.forced().has_value()
+                        ? std::string(AlgorithmName(*settings_.selector.forced()))
+                        : std::string();
+  child.debug_checks = settings_.debug_checks;
+  if (options_.store != nullptr) {
+    // The rank list is part of the prefix: groups split at the same point never share keys.
+    child.store = std::make_shared<PrefixStore>(
+        absl::StrFormat("%s/split%d_%016x", options_.store_prefix, seq, HashRanks(ranks)),
+        options_.store);
+  }
+  child.store_prefix = "comm";
+  absl::StatusOr<std::unique_ptr<Communicator>> created = CreateNativeCommunicator(child);
+  if (!created.ok()) {
+    return ErrorContext()
+        .Rank(rank(), size())
+        .Op("split", static_cast<int64_t>(seq))
+        .Wrap(Annotate(created.status(), absl::StrCat("creating the communicator of ranks ",
+                                                      CountsToString(std::vector<int64_t>(
+                                                          ranks.begin(), ranks.end())))));
+  }
+  return created;
+}
+
+void NativeCommunicator::Abort(const absl::Status& cause) {
+  const absl::Status status = cause.ok() ? absl::AbortedError("no cause given") : cause;
+  queue_.Poison(ErrorContext()
+                    .Rank(rank(), size())
+                    .Wrap(Annotate(status, "Communicator::Abort() was called")));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
+    const CommunicatorOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  const std::string where =
+      absl::StrCat("native communicator of rank ", options.rank, "/", options.world_size);
+  absl::StatusOr<Settings> settings = ResolveSettings(options);
+  if (!settings.ok()) return Annotate(settings.status(), where);
+
+  // The ranks must agree on the settings: rank 0 publishes its own before connecting, so the
+  // key exists once the transport (which every rank joins) is up, and the others compare.
+  const std::string config_key = absl::StrCat(options.store_prefix, "/config");
+  const std::string config = settings->Describe();
+  if (options.world_size > 1 && options.rank == 0) {
+    RETURN_IF_ERROR(Annotate(options.store->Set(config_key, config),
+                             absl::StrCat(where, ": publishing its settings")));
+  }
+
+  TransportOptions transport_options;
+  transport_options.rank = options.rank;
+  transport_options.world_size = options.world_size;
+  transport_options.store = options.store;
+  transport_options.store_prefix = absl::StrCat(options.store_prefix, "/transport");
+  transport_options.connect_timeout = options.connect_timeout;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTcpTransport(transport_options);
+  if (!transport.ok()) return Annotate(transport.status(), where);
+
+  if (options.world_size > 1 && options.rank != 0) {
+    absl::StatusOr<std::string> rank0 = options.store->Get(config_key, options.connect_timeout);
+    if (!rank0.ok()) {
+      return Annotate(rank0.status(), absl::StrCat(where, ": reading rank 0's settings"));
+    }
+    if (*rank0 != config) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": rank 0 runs with \"", *rank0, "\" but this rank with \"", config,
+          "\"; set PADDLE_TRANSPORT, PADDLE_ALGO and PADDLE_DEBUG_CHECKS (or the matching "
+          "CommunicatorOptions) alike on every rank"));
+    }
+  }
+  PADDLE_LOG(INFO, COLL) << where << " ready: " << config;
+  return std::unique_ptr<Communicator>(
+      new NativeCommunicator(options, *std::move(settings), *std::move(transport)));
+}
+
+}  // namespace paddle

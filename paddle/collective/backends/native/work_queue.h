@@ -1,0 +1,134 @@
+// WorkQueue: the one thread on which a native communicator runs its operations, in call order,
+// and QueuedWork, the Work handle of an operation on it.
+//
+// Every communicator call returns a QueuedWork at once and appends a task to the queue; the
+// queue's thread runs the tasks one at a time. Because every rank issues its collectives in the
+// same order and runs them in that order, the n ranks' k-th operations meet each other.
+//
+// Note [Communicator failure] (see communicator.h) lives here: the first task that fails, or a
+// Poison() from any thread (Communicator::Abort), poisons the queue. Poisoning runs the owner's
+// `on_poison` callback once (the communicator aborts its transport there, which wakes the task
+// that is running and, through the closed links, the peers blocked on this rank), fails every
+// queued task at once, and makes every later Enqueue fail at once, all with a status that names
+// the operation and carries the first cause. A poisoned queue stays poisoned.
+#ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
+#define PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "paddle/collective/work.h"
+
+namespace paddle {
+
+// std::mutex and std::condition_variable rather than absl::Mutex throughout: Debian's Abseil is
+// not built for ThreadSanitizer, which sees pthread locking only.
+class QueuedWork final : public Work {
+ public:
+  // `description` is "allreduce #17 (float32 x 1048576, sum)"; `owner` is "rank 1/4", for the
+  // Wait timeout message.
+  QueuedWork(std::string description, uint64_t seq, std::string owner);
+
+  // Wait() detail: a Wait that times out returns kDeadlineExceeded saying whether the operation
+  // was still queued behind earlier ones or had been running, and for how long.
+  absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) override;
+  bool IsCompleted() const override;
+  absl::Status status() const override;
+  std::string Describe() const override { return description_; }
+  uint64_t seq() const override { return seq_; }
+
+  // The queue thread starts running the operation.
+  void MarkStarted();
+  // Sets the final status and wakes every waiter; later calls are ignored.
+  void Complete(absl::Status status);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  enum class State { kQueued, kRunning, kDone };
+
+  const std::string description_;
+  const uint64_t seq_;
+  const std::string owner_;
+  const Clock::time_point created_ = Clock::now();
+
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  State state_ = State::kQueued;  // guarded by mu_
+  Clock::time_point started_;     // guarded by mu_
+  absl::Status status_;           // guarded by mu_
+};
+
+class WorkQueue {
+ public:
+  // What a task returns: its status and whether a failure poisons the queue. Only a failure that
+  // provably left the transport intact and every rank in step may skip poisoning (the debug
+  // checks' disagreement, which every rank finds alike before anything is sent).
+  struct TaskResult {
+    TaskResult(absl::Status s) : status(std::move(s)) {}  // NOLINT: implicit, for `return s;`
+    TaskResult(absl::Status s, bool poison) : status(std::move(s)), poison(poison) {}
+    absl::Status status;
+    bool poison = true;
+  };
+  // Runs on the queue thread; its status, prefixed with the Work's description, becomes the
+  // Work's.
+  using Task = std::function<TaskResult()>;
+
+  // The queue of `rank` in a group of `world_size` (named "rank 1/4" in messages, and in the log
+  // prefix of its thread). `on_poison` runs once, on the thread that poisons the queue, with no
+  // lock held.
+  WorkQueue(int rank, int world_size, std::function<void(const absl::Status&)> on_poison);
+  // Lets the queued tasks run (each is bounded by its own deadline, and they fail at once if the
+  // queue is poisoned), then joins the thread.
+  ~WorkQueue();
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Queues `task` for `work`; on a poisoned queue, fails `work` at once instead.
+  void Enqueue(std::shared_ptr<QueuedWork> work, Task task);
+
+  // Poisons the queue with `cause` (an OK cause becomes kAborted); the first cause wins. Any
+  // thread, any number of times.
+  void Poison(const absl::Status& cause);
+
+  // OK while healthy; the first cause once poisoned.
+  absl::Status poison_cause() const;
+
+  // The status of an operation that was not run because the queue was poisoned by `cause`: the
+  // cause's code, naming the operation and carrying the cause's message.
+  absl::Status NotRun(const QueuedWork& work, const absl::Status& cause) const;
+
+ private:
+  struct Item {
+    std::shared_ptr<QueuedWork> work;
+    Task task;
+  };
+
+  void Run();
+
+  const int rank_;
+  const int world_size_;
+  const std::string owner_;
+  const std::function<void(const absl::Status&)> on_poison_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;  // guarded by mu_
+  absl::Status cause_;      // guarded by mu_; not OK once poisoned
+  bool stopping_ = false;   // guarded by mu_
+
+  std::thread thread_;  // last: starts after everything above is initialised
+};
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_

@@ -1,0 +1,469 @@
+// TcpChannel: message framing, matching and failure on one peer's socket; see Note [TCP channel
+// data path] in tcp_channel.h.
+#include "paddle/collective/transport/tcp/tcp_channel.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "paddle/core/status.h"
+
+namespace paddle {
+
+namespace {
+
+constexpr size_t kHeaderBytes = tcp_wire::kMessageHeaderBytes;
+// Large enough for hundreds of small messages per read(); small enough to stay in cache.
+constexpr size_t kStagingBytes = 64 << 10;
+// Payload remainders at least this large are read straight into their destination; smaller ones
+// go through the staging buffer, where the copy is cheaper than a read() of their own.
+constexpr size_t kDirectReadMinBytes = 8 << 10;
+// Bytes read from one socket per loop turn before the other sockets get their turn.
+constexpr size_t kReadBudgetBytes = 8 << 20;
+// iovec entries per sendmsg: a batch of up to 32 queued messages (header and payload each).
+constexpr int kMaxSendVectors = 64;
+// Abort frames are read through the staging buffer.
+static_assert(tcp_wire::kMaxAbortBytes < kDirectReadMinBytes, "abort frames must be staged");
+
+using OpList = std::vector<std::shared_ptr<TcpOp>>;
+
+void CompleteAll(OpList& ops) {
+  for (auto& op : ops) op->Complete(absl::OkStatus());
+  ops.clear();
+}
+
+}  // namespace
+
+TcpChannel::TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop,
+                       Owner* owner, absl::Duration wait_spin)
+    : link_(std::move(link)),
+      socket_(std::move(socket)),
+      loop_(loop),
+      owner_(owner),
+      wait_spin_(wait_spin),
+      staging_(new char[kStagingBytes]) {}
+
+TcpChannel::~TcpChannel() = default;
+
+absl::Status TcpChannel::Start() { return loop_->Add(socket_.fd(), this); }
+
+bool TcpChannel::LinkDown() const {
+  pollfd p{socket_.fd(), POLLRDHUP, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+std::unique_ptr<TransportRequest> TcpChannel::MakeRequest(std::shared_ptr<TcpOp> op) const {
+  return std::make_unique<TcpRequest>(std::move(op), link_, wait_spin_);
+}
+
+// ---- Sending ---------------------------------------------------------------------------------
+
+std::unique_ptr<TransportRequest> TcpChannel::Send(const void* data, size_t bytes, uint64_t tag) {
+  std::shared_ptr<TcpOp> op;
+  OpList done;
+  absl::Status cause;
+  absl::Status error;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    op = std::make_shared<TcpOp>(TcpOp::Kind::kSend, data, bytes, tag, send_seq_++);
+    cause = owner_->PoisonCause();
+    if (cause.ok() && send_closed_) cause = absl::FailedPreconditionError("the link is closed");
+    if (cause.ok()) {
+      // Write at once from this thread when nothing is queued ahead (the common case): no hand-off
+      // to the loop, and small messages leave before Send() returns.
+      bool idle = send_queue_.empty();
+      send_queue_.push_back(op);
+      if (idle) error = WriteQueued(&done);
+    }
+  }
+  if (!cause.ok()) op->Fail(cause, *link_);
+  CompleteAll(done);
+  if (!error.ok()) owner_->Poison(error, link_->peer);
+  return MakeRequest(std::move(op));
+}
+
+absl::Status TcpChannel::WriteQueued(OpList* done) {
+  while (!send_queue_.empty()) {
+    iovec iov[kMaxSendVectors];
+    int count = 0;
+    for (const auto& op : send_queue_) {
+      if (count + 2 > kMaxSendVectors) break;
+      uint64_t written = op->progress.load(std::memory_order_relaxed);
+      if (written < kHeaderBytes) {
+        iov[count++] = {op->header + written, kHeaderBytes - written};
+      }
+      size_t payload_written = written > kHeaderBytes ? written - kHeaderBytes : 0;
+      if (payload_written < op->bytes) {
+        iov[count++] = {op->data + payload_written, op->bytes - payload_written};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    ssize_t n = sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return absl::OkStatus();
+      return IoError("send", errno);
+    }
+    // Advance the queue by the bytes written, retiring the messages sent in full.
+    size_t left = static_cast<size_t>(n);
+    while (!send_queue_.empty()) {
+      TcpOp& op = *send_queue_.front();
+      uint64_t total = kHeaderBytes + op.bytes;
+      uint64_t written = op.progress.load(std::memory_order_relaxed);
+      uint64_t take = std::min<uint64_t>(left, total - written);
+      written += take;
+      left -= take;
+      op.progress.store(written, std::memory_order_relaxed);
+      if (written < total) break;
+      done->push_back(std::move(send_queue_.front()));
+      send_queue_.pop_front();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- Receiving: the caller's side --------------------------------------------------------------
+
+std::unique_ptr<TransportRequest> TcpChannel::Recv(void* data, size_t bytes, uint64_t tag) {
+  std::shared_ptr<TcpOp> op;
+  std::shared_ptr<Unexpected> arrived;  // a complete unexpected message to copy from
+  absl::Status cause;
+  absl::Status mismatch;
+  {
+    std::lock_guard<std::mutex> lock(recv_mu_);
+    op = std::make_shared<TcpOp>(TcpOp::Kind::kRecv, data, bytes, tag, recv_seq_++);
+    cause = owner_->PoisonCause();
+    if (cause.ok() && recv_closed_) cause = absl::FailedPreconditionError("the link is closed");
+    if (cause.ok()) {
+      auto it = std::find_if(unexpected_.begin(), unexpected_.end(),
+                             [tag](const std::shared_ptr<Unexpected>& u) { return u->tag == tag; });
+      if (it == unexpected_.end()) {
+        posted_.push_back(op);
+      } else {
+        std::shared_ptr<Unexpected> message = std::move(*it);
+        unexpected_.erase(it);
+        if (message->bytes != bytes) {
+          mismatch = SizeMismatch(*op, message->bytes);
+        } else if (message->complete) {
+          arrived = std::move(message);
+        } else {
+          message->claimed_by = op;  // the loop moves it into `data` as it arrives
+        }
+      }
+    }
+  }
+  if (!cause.ok()) {
+    op->Fail(cause, *link_);
+  } else if (!mismatch.ok()) {
+    op->Complete(mismatch);
+    owner_->Poison(mismatch, link_->peer);
+  } else if (arrived != nullptr) {
+    // The copy runs on the caller's thread, outside the lock: the message is ours alone now.
+    if (bytes > 0) std::memcpy(data, arrived->data.get(), bytes);
+    op->progress.store(bytes, std::memory_order_relaxed);
+    op->Complete(absl::OkStatus());
+  }
+  return MakeRequest(std::move(op));
+}
+
+// ---- Receiving: the loop's side ----------------------------------------------------------------
+
+bool TcpChannel::OnEvents(uint32_t events) {
+  if (io_closed_) return false;
+  absl::Status error;
+  bool more = false;
+  if (events == 0 || (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+    more = ReadAvailable(&error);
+  }
+  if (error.ok() && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) {
+    OpList done;
+    {
+      std::lock_guard<std::mutex> lock(send_mu_);
+      if (!send_closed_) error = WriteQueued(&done);
+    }
+    CompleteAll(done);
+  }
+  if (!error.ok()) {
+    owner_->Poison(error, link_->peer);
+    return false;
+  }
+  return more;
+}
+
+bool TcpChannel::ReadAvailable(absl::Status* error) {
+  size_t budget = kReadBudgetBytes;
+  OpList done;
+  while (true) {
+    iovec iov[2];
+    int count = 0;
+    std::shared_ptr<Unexpected> prefix;  // what arrived of a message a Recv claimed
+    std::shared_ptr<TcpOp> claimant;
+    size_t prefix_bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(recv_mu_);
+      if (recv_closed_) return false;
+      prefix = SwitchToClaimant(&prefix_bytes);
+      if (prefix != nullptr) claimant = in_.op;
+      *error = ConsumeStaged(&done);
+      if (error->ok()) count = NextReadVectors(iov);
+    }
+    // The claimant cannot complete before this copy: its completion, if due, is in `done`.
+    if (prefix_bytes > 0) std::memcpy(claimant->data, prefix->data.get(), prefix_bytes);
+    CompleteAll(done);
+    if (!error->ok()) return false;
+    if (budget == 0) return true;
+
+    ssize_t n = readv(socket_.fd(), iov, count);
+    if (n > 0) {
+      size_t got = static_cast<size_t>(n);
+      if (read_into_payload_) {
+        size_t into_payload = std::min(got, iov[0].iov_len);
+        in_.received += into_payload;
+        if (in_.op != nullptr) in_.op->progress.store(in_.received, std::memory_order_relaxed);
+        staged_end_ += got - into_payload;
+      } else {
+        staged_end_ += got;
+      }
+      budget = got >= budget ? 0 : budget - got;
+      continue;
+    }
+    if (n == 0) {
+      *error = PeerClosed();
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) *error = IoError("recv", errno);
+    return false;
+  }
+}
+
+std::shared_ptr<TcpChannel::Unexpected> TcpChannel::SwitchToClaimant(size_t* arrived) {
+  if (!in_.active || in_.unexpected == nullptr || in_.unexpected->claimed_by == nullptr) {
+    return nullptr;
+  }
+  std::shared_ptr<Unexpected> buffer = std::move(in_.unexpected);
+  in_.op = std::move(buffer->claimed_by);
+  in_.op->progress.store(in_.received, std::memory_order_relaxed);
+  *arrived = in_.received;
+  return buffer;
+}
+
+absl::Status TcpChannel::ConsumeStaged(OpList* done) {
+  while (true) {
+    // A payload read straight into its destination may have just completed.
+    if (in_.active && in_.received == in_.bytes) RETURN_IF_ERROR(FinishMessage(done));
+    size_t staged = staged_end_ - staged_begin_;
+    if (!in_.active) {
+      if (staged < kHeaderBytes) break;
+      tcp_wire::MessageHeader header;
+      absl::Status bad = tcp_wire::DecodeMessageHeader(staging_.get() + staged_begin_, &header);
+      if (!bad.ok()) {
+        return ErrorContext()
+            .Rank(link_->rank, link_->world_size)
+            .Peer(link_->peer, link_->peer_address)
+            .Wrap(bad);
+      }
+      staged_begin_ += kHeaderBytes;
+      RETURN_IF_ERROR(StartMessage(header, done));
+      continue;
+    }
+    if (staged == 0) break;
+    size_t take = std::min(staged, in_.bytes - in_.received);
+    std::memcpy(in_.dest() + in_.received, staging_.get() + staged_begin_, take);
+    staged_begin_ += take;
+    in_.received += take;
+    if (in_.op != nullptr) in_.op->progress.store(in_.received, std::memory_order_relaxed);
+  }
+  // What is left is part of a header: move it to the front so the next read appends to it.
+  size_t staged = staged_end_ - staged_begin_;
+  if (staged > 0 && staged_begin_ > 0) {
+    std::memmove(staging_.get(), staging_.get() + staged_begin_, staged);
+  }
+  staged_begin_ = 0;
+  staged_end_ = staged;
+  return absl::OkStatus();
+}
+
+absl::Status TcpChannel::StartMessage(const tcp_wire::MessageHeader& header, OpList* done) {
+  const uint64_t tag = header.tag;
+  const size_t bytes = header.bytes;
+  in_ = Inbound{};
+  in_.active = true;
+  in_.tag = tag;
+  in_.bytes = bytes;
+  if (header.flags == tcp_wire::kAbortFlag) {
+    in_.abort = true;
+    in_.abort_text.resize(bytes);
+    return bytes == 0 ? FinishMessage(done) : absl::OkStatus();
+  }
+  auto it = std::find_if(posted_.begin(), posted_.end(),
+                         [tag](const std::shared_ptr<TcpOp>& op) { return op->tag == tag; });
+  if (it != posted_.end()) {
+    in_.op = std::move(*it);
+    posted_.erase(it);
+    if (in_.op->bytes != bytes) {
+      absl::Status mismatch = SizeMismatch(*in_.op, bytes);
+      in_.op->Complete(mismatch);
+      in_ = Inbound{};
+      return mismatch;
+    }
+  } else {
+    auto message = std::make_shared<Unexpected>();
+    message->tag = tag;
+    message->bytes = bytes;
+    if (bytes > 0) {
+      message->data.reset(new (std::nothrow) char[bytes]);
+      if (message->data == nullptr) {
+        in_ = Inbound{};
+        return ErrorContext()
+            .Rank(link_->rank, link_->world_size)
+            .Peer(link_->peer, link_->peer_address)
+            .Bytes(static_cast<int64_t>(bytes))
+            .Hint("post receives before the peer sends, or reduce the message size")
+            .Wrap(absl::ResourceExhaustedError(absl::StrCat(
+                "out of memory buffering an unexpected message (tag ", tag, ", no Recv posted)")));
+      }
+    }
+    unexpected_.push_back(message);
+    in_.unexpected = std::move(message);
+  }
+  return bytes == 0 ? FinishMessage(done) : absl::OkStatus();
+}
+
+absl::Status TcpChannel::FinishMessage(OpList* done) {
+  absl::Status result;
+  if (in_.abort) {
+    result = PeerAborted(in_.tag, in_.abort_text);
+  } else if (in_.op != nullptr) {
+    done->push_back(std::move(in_.op));
+  } else {
+    in_.unexpected->complete = true;
+  }
+  in_ = Inbound{};
+  return result;
+}
+
+int TcpChannel::NextReadVectors(iovec* iov) {
+  // Staged bytes were all consumed, so when a payload is due the staging buffer is empty.
+  size_t remaining = in_.active ? in_.bytes - in_.received : 0;
+  if (remaining >= kDirectReadMinBytes) {
+    read_into_payload_ = true;
+    iov[0] = {in_.dest() + in_.received, remaining};
+    iov[1] = {staging_.get(), kStagingBytes};
+    return 2;
+  }
+  read_into_payload_ = false;
+  iov[0] = {staging_.get() + staged_end_, kStagingBytes - staged_end_};
+  return 1;
+}
+
+// ---- Failure -----------------------------------------------------------------------------------
+
+void TcpChannel::Fail(const absl::Status& cause) {
+  if (io_closed_) return;
+  io_closed_ = true;
+  loop_->Remove(socket_.fd());
+  OpList failed;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    send_closed_ = true;
+    SendAbortFrame(cause);
+    for (auto& op : send_queue_) failed.push_back(std::move(op));
+    send_queue_.clear();
+  }
+  socket_.Shutdown();  // after the abort frame, which goes out ahead of the FIN
+  {
+    std::lock_guard<std::mutex> lock(recv_mu_);
+    recv_closed_ = true;
+    for (auto& op : posted_) failed.push_back(std::move(op));
+    posted_.clear();
+    unexpected_.clear();
+    if (in_.op != nullptr) failed.push_back(std::move(in_.op));
+    if (in_.unexpected != nullptr && in_.unexpected->claimed_by != nullptr) {
+      failed.push_back(std::move(in_.unexpected->claimed_by));
+    }
+  }
+  in_ = Inbound{};
+  staged_begin_ = staged_end_ = 0;
+  for (auto& op : failed) op->Fail(cause, *link_);
+}
+
+void TcpChannel::SendAbortFrame(const absl::Status& cause) {
+  // Mid-message, the peer expects payload bytes: a frame now would be read as payload.
+  if (!send_queue_.empty() && send_queue_.front()->progress.load(std::memory_order_relaxed) > 0) {
+    return;
+  }
+  std::string text(cause.message().substr(0, tcp_wire::kMaxAbortBytes));
+  tcp_wire::MessageHeader header{static_cast<uint64_t>(cause.code()), text.size(),
+                                 tcp_wire::kAbortFlag};
+  char encoded[kHeaderBytes];
+  tcp_wire::EncodeMessageHeader(header, encoded);
+  iovec iov[2] = {{encoded, kHeaderBytes}, {text.data(), text.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  // A full socket or a dead peer just means the peer learns less; nothing to handle.
+  (void)sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+absl::Status TcpChannel::PeerAborted(uint64_t code, const std::string& text) const {
+  // The peer's cause travels as its text. The code says what happened to this rank: the peer is
+  // gone (kUnavailable) when it lost a peer itself or was destroyed, else it aborted (kAborted).
+  absl::StatusCode local = absl::StatusCode::kAborted;
+  if (code == static_cast<uint64_t>(absl::StatusCode::kUnavailable) ||
+      code == static_cast<uint64_t>(absl::StatusCode::kCancelled)) {
+    local = absl::StatusCode::kUnavailable;
+  }
+  return absl::Status(local, absl::StrCat("peer rank ", link_->peer, " (", link_->peer_address,
+                                          ") aborted its transport: ", text));
+}
+
+absl::Status TcpChannel::SizeMismatch(const TcpOp& op, size_t sent_bytes) const {
+  return ErrorContext()
+      .Rank(link_->rank, link_->world_size)
+      .Peer(link_->peer, link_->peer_address)
+      .Op("recv", op.seq)
+      .Bytes(static_cast<int64_t>(op.bytes))
+      .Hint(
+          "every rank must post matching sends and receives: do all ranks run the same "
+          "collectives in the same order with the same sizes?")
+      .Wrap(absl::InvalidArgumentError(
+          absl::StrCat("message size mismatch on tag ", op.tag, ": recv #", op.seq, " expects ",
+                       op.bytes, " bytes but peer ", link_->peer, " (", link_->peer_address,
+                       ") sent ", sent_bytes, " bytes")));
+}
+
+absl::Status TcpChannel::PeerClosed() const {
+  std::string when = in_.active ? absl::StrCat("in the middle of a message (tag ", in_.tag, ", ",
+                                               in_.received, " of ", in_.bytes, " bytes arrived)")
+                                : std::string("between messages");
+  return ErrorContext()
+      .Rank(link_->rank, link_->world_size)
+      .Peer(link_->peer, link_->peer_address)
+      .Hint(absl::StrCat("rank ", link_->peer,
+                         " exited, crashed or aborted its transport; its log says why"))
+      .Wrap(absl::UnavailableError(absl::StrCat(
+          "peer rank ", link_->peer, " (", link_->peer_address, ") closed the connection ", when)));
+}
+
+absl::Status TcpChannel::IoError(const char* what, int err) const {
+  return ErrorContext()
+      .Rank(link_->rank, link_->world_size)
+      .Peer(link_->peer, link_->peer_address)
+      .Hint(absl::StrCat("rank ", link_->peer,
+                         " may have crashed or been killed, or the network failed"))
+      .Wrap(absl::UnavailableError(absl::StrCat("connection to peer rank ", link_->peer, " (",
+                                                link_->peer_address, ") failed: ", what, ": ",
+                                                std::strerror(err), " (errno ", err, ")")));
+}
+
+}  // namespace paddle

@@ -1,0 +1,181 @@
+// TcpChannel: the link to one peer over one TCP connection, carrying messages both ways.
+//
+// One bidirectional socket per pair of ranks, not one per direction: TCP is full duplex, the two
+// directions never wait on each other, and with a single I/O thread per transport a second socket
+// would only double the connections to set up (n(n-1) instead of n(n-1)/2) and the descriptors
+// to watch.
+//
+// Note [TCP channel data path].
+//  Sending: Send() appends the op to the send queue; if the queue was empty, the calling thread
+//   writes at once with sendmsg(header, payload) straight from the caller's buffer until the
+//   message is out or the socket is full (EAGAIN). What is left, the loop thread writes on the
+//   next EPOLLOUT edge, batching several queued messages into one sendmsg. Writers hold send_mu_,
+//   so the socket's byte stream is never interleaved. Invariant: the send queue is non-empty only
+//   if the last write met EAGAIN, so an EPOLLOUT edge is sure to come.
+//  Receiving (loop thread): the socket is read into a 64 KiB staging buffer while a header is
+//   expected, so a burst of small messages costs one read() and their payloads one small copy.
+//   The header names the tag; the oldest posted Recv with that tag is matched and the payload is
+//   read straight into the caller's buffer (readv with the staging buffer as a second vector, to
+//   catch the next header in the same call). With no Recv posted, the payload goes into a new
+//   buffer on the unexpected list, from which a later Recv copies it. A Recv posted while such a
+//   message is still arriving claims it: the loop copies the part already there and reads the
+//   rest straight into the caller's buffer.
+//  Matching state (posted receives, unexpected messages) is shared with the calling threads under
+//   recv_mu_; the message being read and the staging buffer belong to the loop thread alone, and
+//   no lock is held across read() or while copying a large payload.
+//  Failure: a peer that closes, a read or write error, a bad header or a size mismatch poisons
+//   the whole transport (Owner::Poison); the loop then calls Fail() on every channel, which fails
+//   every queued and posted op and stops all I/O on the socket. Only the loop thread moves data
+//   into posted receive buffers, so failing them there can never race with a read into them.
+#ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_CHANNEL_H_
+#define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_CHANNEL_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "paddle/collective/transport/tcp/tcp_loop.h"
+#include "paddle/collective/transport/tcp/tcp_request.h"
+#include "paddle/collective/transport/tcp/tcp_socket.h"
+#include "paddle/collective/transport/transport.h"
+
+namespace paddle {
+
+class TcpChannel final : public Channel, public TcpLoop::Handler {
+ public:
+  // What a channel needs from its transport.
+  class Owner {
+   public:
+    // Poisons the whole transport with `cause`, found on the link to `peer` (the first cause
+    // wins). Any thread; the caller holds no channel lock.
+    virtual void Poison(const absl::Status& cause, int peer) = 0;
+    // The poison cause, or OK while the transport is healthy.
+    virtual absl::Status PoisonCause() const = 0;
+
+   protected:
+    ~Owner() = default;
+  };
+
+  // `wait_spin`: how long a Wait() on this channel's requests spins before sleeping.
+  TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop, Owner* owner,
+             absl::Duration wait_spin);
+  ~TcpChannel() override;
+  TcpChannel(const TcpChannel&) = delete;
+  TcpChannel& operator=(const TcpChannel&) = delete;
+
+  // Starts watching the socket on the loop.
+  absl::Status Start();
+
+  int peer() const override { return link_->peer; }
+  const std::string& peer_address() const override { return link_->peer_address; }
+  std::unique_ptr<TransportRequest> Send(const void* data, size_t bytes, uint64_t tag) override;
+  std::unique_ptr<TransportRequest> Recv(void* data, size_t bytes, uint64_t tag) override;
+
+  // Loop thread (or after the loop stopped): fails every queued and posted op with `cause`,
+  // stops reading and writing, and shuts the socket down so the peer sees the link close.
+  void Fail(const absl::Status& cause);
+
+  bool OnEvents(uint32_t events) override;
+
+  // Whether the peer has closed or reset the connection, as the kernel sees it now (even with
+  // unread data before the close). Any thread.
+  bool LinkDown() const;
+
+ private:
+  // A message that arrived before its Recv was posted.
+  struct Unexpected {
+    uint64_t tag = 0;
+    size_t bytes = 0;
+    std::unique_ptr<char[]> data;
+    bool complete = false;              // guarded by recv_mu_
+    std::shared_ptr<TcpOp> claimed_by;  // guarded by recv_mu_: a Recv that took it mid-arrival
+  };
+  // The message the loop is reading (loop thread only).
+  struct Inbound {
+    bool active = false;  // its header has been read
+    uint64_t tag = 0;
+    size_t bytes = 0;
+    size_t received = 0;
+    std::shared_ptr<TcpOp> op;               // read into a posted Recv's buffer ...
+    std::shared_ptr<Unexpected> unexpected;  // ... or into an unexpected-message buffer ...
+    bool abort = false;                      // ... or it is the peer's abort frame
+    std::string abort_text;
+    char* dest() {
+      if (op != nullptr) return op->data;
+      return abort ? abort_text.data() : unexpected->data.get();
+    }
+  };
+
+  std::unique_ptr<TransportRequest> MakeRequest(std::shared_ptr<TcpOp> op) const;
+
+  // Writes queued messages until the queue is empty or the socket is full; `done` gets the ops
+  // written in full. An error is the write failure, to poison with.
+  absl::Status WriteQueued(std::vector<std::shared_ptr<TcpOp>>* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  // Loop thread: reads until EAGAIN or the per-turn budget; returns true if the budget ran out.
+  bool ReadAvailable(absl::Status* error);
+  // Loop thread, under recv_mu_: parses what the staging buffer holds, moving payloads to their
+  // destination; `done` gets the receives completed.
+  absl::Status ConsumeStaged(std::vector<std::shared_ptr<TcpOp>>* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  absl::Status StartMessage(const tcp_wire::MessageHeader& header,
+                            std::vector<std::shared_ptr<TcpOp>>* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  // Hands the message to its receiver; an abort frame returns the peer's cause instead.
+  absl::Status FinishMessage(std::vector<std::shared_ptr<TcpOp>>* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  // If a Recv claimed the unexpected message being read, makes its buffer the destination of
+  // the rest and returns the buffer holding what already arrived (to copy without the lock).
+  std::shared_ptr<Unexpected> SwitchToClaimant(size_t* arrived)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  // Prepares the next read's vectors; returns their count.
+  int NextReadVectors(iovec* iov) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+
+  // Best effort, at a message boundary only: tells the peer why this transport is closing.
+  void SendAbortFrame(const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+
+  absl::Status SizeMismatch(const TcpOp& op, size_t sent_bytes) const;
+  absl::Status PeerAborted(uint64_t code, const std::string& text) const;
+  absl::Status PeerClosed() const;
+  absl::Status IoError(const char* what, int err) const;
+
+  const std::shared_ptr<const TcpLinkInfo> link_;
+  TcpSocket socket_;
+  TcpLoop* const loop_;
+  Owner* const owner_;
+  const absl::Duration wait_spin_;
+
+  std::mutex send_mu_;
+  std::deque<std::shared_ptr<TcpOp>> send_queue_ ABSL_GUARDED_BY(send_mu_);
+  int64_t send_seq_ ABSL_GUARDED_BY(send_mu_) = 0;
+  bool send_closed_ ABSL_GUARDED_BY(send_mu_) = false;
+
+  std::mutex recv_mu_;
+  // Both in arrival (posting) order; a receive matches the first entry with its tag. A linear
+  // scan, since only a handful are outstanding per peer at a time.
+  std::deque<std::shared_ptr<TcpOp>> posted_ ABSL_GUARDED_BY(recv_mu_);
+  std::deque<std::shared_ptr<Unexpected>> unexpected_ ABSL_GUARDED_BY(recv_mu_);
+  int64_t recv_seq_ ABSL_GUARDED_BY(recv_mu_) = 0;
+  bool recv_closed_ ABSL_GUARDED_BY(recv_mu_) = false;
+
+  // Loop thread only.
+  bool io_closed_ = false;
+  Inbound in_;
+  std::unique_ptr<char[]> staging_;
+  size_t staged_begin_ = 0;
+  size_t staged_end_ = 0;
+  bool read_into_payload_ = false;  // the last read's first vector was in_'s payload
+};
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_CHANNEL_H_

@@ -1,0 +1,55 @@
+// Full-mesh connection setup of the TCP transport: one connected, handshaken socket to every
+// other rank, found through the store.
+//
+// Note [Full-mesh setup], for rank r of n:
+//  1. Listen on an ephemeral port of the chosen address (Note [Choosing the listen address]).
+//  2. Read the job nonce from `<prefix>/nonce`; the first rank to arrive creates it (CompareSet),
+//     so no rank has to come first.
+//  3. Publish "host:port" ("[host]:port" for IPv6) under `<prefix>/addr/<r>`.
+//  4. Accept a connection from every lower rank, in whatever order they come, answering each
+//     handshake (Note [TCP transport wire format]). A connection that is not from this job
+//     (another nonce, a foreign protocol) is rejected and logged, and the wait goes on; one from
+//     this job that is misconfigured (another world size, a rank connected twice) fails setup on
+//     both ends at once, since waiting cannot fix it.
+//  5. Connect to every higher rank, in increasing order: read its address from the store, connect
+//     with exponential backoff and jitter while it is refused or unreachable, and handshake.
+// Deadlock-free without a helper thread: rank r accepts before it connects, and a connector only
+// needs its higher peer to be accepting, which that peer is from step 4 until every lower rank,
+// the connector included, has reached it. By induction from rank 0 (nothing to accept) every rank
+// gets through step 4. Everything is bounded by one deadline, connect_timeout.
+#ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_MESH_H_
+#define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_MESH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "paddle/collective/transport/tcp/tcp_socket.h"
+
+namespace paddle {
+
+class Store;
+
+struct TcpMeshOptions {
+  int rank = -1;
+  int world_size = 0;
+  Store* store = nullptr;
+  std::string store_prefix;
+  std::string interface_name;
+  absl::Duration connect_timeout;
+  int socket_buffer_bytes = 0;  // see Note [Socket buffers]
+};
+
+struct TcpMeshLink {
+  TcpSocket socket;     // invalid at the own rank
+  std::string address;  // the peer's published "host:port"
+};
+
+// Returns one link per rank (links[options.rank] stays empty), each socket non-blocking with
+// TCP_NODELAY set. Errors name this rank, the peer rank and its address, and what to change.
+absl::StatusOr<std::vector<TcpMeshLink>> ConnectFullMesh(const TcpMeshOptions& options);
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_MESH_H_

@@ -1,0 +1,679 @@
+// Tests of the TCP transport: ranks as threads over a HashStore for the data path, matching and
+// failure rules, and real processes over a TcpStoreServer for a large exchange and a rank killed
+// with SIGKILL. Every payload is made from (seed, sender rank, message index) and checked byte for
+// byte. The test binary re-executes itself as the worker processes (see main()).
+#include "paddle/collective/transport/tcp/tcp_transport.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "paddle/collective/rendezvous/store_barrier.h"
+#include "paddle/collective/store/hash_store.h"
+#include "paddle/collective/store/tcp_store.h"
+#include "paddle/collective/store/tcp_store_server.h"
+#include "paddle/collective/transport/tcp/socket_address.h"
+#include "paddle/collective/transport/tcp/tcp_socket.h"
+#include "paddle/collective/transport/tcp/tcp_wire.h"
+#include "paddle/core/logging.h"
+#include "tests/collective/transport/transport_test_harness.h"
+
+namespace paddle {
+namespace {
+
+constexpr char kWorkerFlag[] = "--tcp_transport_worker";
+constexpr absl::Duration kLong = kLongWait;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kLargeBytes = (8 << 20) + 5;  // sanitizers slow every byte copied ten-fold
+#else
+constexpr size_t kLargeBytes = 64 << 20;
+#endif
+
+void RunRanks(int world, const std::function<void(RankContext&)>& body,
+              const RankThreadsOptions& options = {}) {
+  RunRankThreads(world, CreateTcpTransport, body, options);
+}
+
+// ---- Addresses ---------------------------------------------------------------------------------
+
+TEST(SocketAddressTest, ParsesAndPrintsIpv4AndIpv6) {
+  absl::StatusOr<SocketAddress> v4 = SocketAddress::Parse("10.1.2.3:4567");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->ToString(), "10.1.2.3:4567");
+  EXPECT_EQ(v4->port(), 4567);
+  absl::StatusOr<SocketAddress> v6 = SocketAddress::Parse("[::1]:80");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->family(), AF_INET6);
+  EXPECT_EQ(v6->ToString(), "[::1]:80");
+  EXPECT_TRUE(v6->IsLoopback());
+  EXPECT_FALSE(SocketAddress::Parse("::1:80").ok());  // IPv6 needs brackets
+  EXPECT_FALSE(SocketAddress::Parse("10.1.2.3").ok());
+  EXPECT_FALSE(SocketAddress::Parse("10.1.2.3:70000").ok());
+}
+
+TEST(SocketAddressTest, SelectsInterfaceLiteralOrNamesTheAvailableOnes) {
+  absl::StatusOr<SocketAddress> lo = SelectListenAddress("lo");
+  ASSERT_TRUE(lo.ok()) << lo.status();
+  EXPECT_EQ(lo->Host(), "127.0.0.1");
+  absl::StatusOr<SocketAddress> literal = SelectListenAddress("127.0.0.1");
+  ASSERT_TRUE(literal.ok()) << literal.status();
+  EXPECT_EQ(literal->Host(), "127.0.0.1");
+  absl::StatusOr<SocketAddress> missing = SelectListenAddress("nosuchif9");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "nosuchif9")) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "lo (127.0.0.1")) << missing.status();
+  // With no name, PADDLE_SOCKET_IFNAME decides.
+  setenv("PADDLE_SOCKET_IFNAME", "nosuchif8", 1);
+  absl::StatusOr<SocketAddress> from_env = SelectListenAddress("");
+  unsetenv("PADDLE_SOCKET_IFNAME");
+  ASSERT_FALSE(from_env.ok());
+  EXPECT_TRUE(absl::StrContains(from_env.status().message(), "PADDLE_SOCKET_IFNAME"));
+  // Otherwise some address of this host that can be bound.
+  absl::StatusOr<SocketAddress> fallback = SelectListenAddress("");
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_TRUE(TcpSocket::Listen(*fallback, 1).ok());
+}
+
+// ---- Data path, every world size ---------------------------------------------------------------
+
+class TcpTransportWorldTest : public testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpTransportWorldTest, testing::Range(2, 9));
+
+TEST_P(TcpTransportWorldTest, PingPongWithEveryRank) {
+  constexpr int kRounds = 40;
+  RunRanks(GetParam(), [](RankContext& ctx) {
+    for (int peer = 1; peer < ctx.world_size; ++peer) {
+      if (ctx.rank != 0 && ctx.rank != peer) continue;
+      Channel& ch = ctx.t().channel(ctx.rank == 0 ? peer : 0);
+      for (int i = 0; i < kRounds; ++i) {
+        std::vector<char> got(8);
+        if (ctx.rank == 0) {
+          ASSERT_OK(WaitLong(*ch.Send(Payload(0, i, 8).data(), 8, i)));
+          ASSERT_OK(WaitLong(*ch.Recv(got.data(), 8, i)));
+          ASSERT_EQ(Mismatch(got, peer, i), "");
+        } else {
+          ASSERT_OK(WaitLong(*ch.Recv(got.data(), 8, i)));
+          ASSERT_EQ(Mismatch(got, 0, i), "");
+          ASSERT_OK(WaitLong(*ch.Send(Payload(peer, i, 8).data(), 8, i)));
+        }
+      }
+    }
+  });
+}
+
+TEST_P(TcpTransportWorldTest, EveryPairExchangesEverySizeExactly) {
+  const std::vector<size_t> sizes = {0, 1, 4095, (1 << 20) + 3, kLargeBytes};
+  const int world = GetParam();
+  for (int rank = 0; rank < world; ++rank) {
+    for (size_t i = 0; i < sizes.size(); ++i) Payload(rank, i, sizes[i]);  // before the clock runs
+  }
+  RunRanks(world, [&](RankContext& ctx) {
+    std::vector<std::vector<char>> got(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) got[i].resize(sizes[i]);
+    // Round k: send to rank + k, receive from rank - k, so each link carries one round each way.
+    for (int k = 1; k < world; ++k) {
+      Channel& to = ctx.t().channel((ctx.rank + k) % world);
+      Channel& from = ctx.t().channel((ctx.rank - k + world) % world);
+      std::vector<std::unique_ptr<TransportRequest>> requests;
+      auto post_receives = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(from.Recv(got[i].data(), sizes[i], k * 16 + i));
+        }
+      };
+      auto post_sends = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(to.Send(Payload(ctx.rank, i, sizes[i]).data(), sizes[i], k * 16 + i));
+        }
+      };
+      // Odd rounds post receives first (read in place); even rounds send first, so messages may
+      // arrive before their receive (buffered, then copied or claimed mid-arrival).
+      if (k % 2 == 1) {
+        post_receives();
+        post_sends();
+      } else {
+        post_sends();
+        post_receives();
+      }
+      for (auto& request : requests) ASSERT_OK(WaitLong(*request));
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(Mismatch(got[i], from.peer(), i), "") << "round " << k;
+      }
+    }
+  });
+}
+
+// ---- Matching ----------------------------------------------------------------------------------
+
+TEST(TcpTransportTest, MessagesWithOneTagArriveInOrder) {
+  constexpr int kMessages = 300;
+  auto size = [](int i) { return static_cast<size_t>((i * 7919) % 20000); };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();  // the first half of the receives are posted
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int i = 0; i < kMessages; ++i) {
+        sends.push_back(ch.Send(Payload(0, i, size(i)).data(), size(i), 7));
+      }
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      ctx.barrier->Wait();
+      return;
+    }
+    std::vector<std::vector<char>> got(kMessages);
+    std::vector<std::unique_ptr<TransportRequest>> recvs;
+    for (int i = 0; i < kMessages; ++i) {
+      if (i == kMessages / 2) {
+        ctx.barrier->Wait();  // let the sender go ...
+        ctx.barrier->Wait();  // ... and finish, so the rest arrive unexpected
+      }
+      got[i].resize(size(i));
+      recvs.push_back(ch.Recv(got[i].data(), size(i), 7));
+    }
+    for (int i = 0; i < kMessages; ++i) {
+      ASSERT_OK(WaitLong(*recvs[i]));
+      ASSERT_EQ(Mismatch(got[i], 0, i), "") << "message " << i;
+    }
+  });
+}
+
+TEST(TcpTransportTest, DifferentTagsMatchOutOfOrder) {
+  constexpr int kTags = 16;
+  auto size = [](int tag) { return static_cast<size_t>(tag * 3001 + 1); };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      for (int tag = 0; tag < kTags; ++tag) {
+        ASSERT_OK(WaitLong(*ch.Send(Payload(0, tag, size(tag)).data(), size(tag), tag)));
+      }
+      return;
+    }
+    std::vector<std::vector<char>> got(kTags);
+    for (int tag = 0; tag < kTags; ++tag) got[tag].resize(size(tag));
+    // The last tag is posted before anything is sent; the others afterwards, in reverse.
+    auto last = ch.Recv(got[kTags - 1].data(), size(kTags - 1), kTags - 1);
+    ctx.barrier->Wait();
+    for (int tag = kTags - 2; tag >= 0; --tag) {
+      ASSERT_OK(WaitLong(*ch.Recv(got[tag].data(), size(tag), tag)));
+      EXPECT_EQ(Mismatch(got[tag], 0, tag), "");
+    }
+    ASSERT_OK(WaitLong(*last));
+    EXPECT_EQ(Mismatch(got[kTags - 1], 0, kTags - 1), "");
+  });
+}
+
+TEST(TcpTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
+  const size_t big = (1 << 20) + 3;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(Payload(0, 1, big).data(), big, 1)));
+      ASSERT_OK(WaitLong(*ch.Send(Payload(0, 2, big).data(), big, 2)));
+      ASSERT_OK(WaitLong(*ch.Send(Payload(0, 3, 8).data(), 8, 3)));
+      return;
+    }
+    // Posted before the send: read straight into this buffer.
+    std::vector<char> before(big);
+    auto first = ch.Recv(before.data(), big, 1);
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*first));
+    EXPECT_EQ(Mismatch(before, 0, 1), "");
+    // Tag 3 was sent after tag 2, so once it is here tag 2 has arrived in full, unexpected: its
+    // receive completes inside Recv() by copying.
+    std::vector<char> marker(8);
+    ASSERT_OK(WaitLong(*ch.Recv(marker.data(), 8, 3)));
+    std::vector<char> after(big);
+    auto second = ch.Recv(after.data(), big, 2);
+    EXPECT_TRUE(second->IsCompleted());
+    ASSERT_OK(WaitLong(*second));
+    EXPECT_EQ(Mismatch(after, 0, 2), "");
+  });
+}
+
+TEST(TcpTransportTest, ReceivePostedWhileLargeMessageArrives) {
+  // The receive lands while the message streams in: it claims the partial buffer. The timing
+  // varies from run to run, which is the point; the bytes must be right every time.
+  for (int i = 0; i < 6; ++i) Payload(0, 10 + i, kLargeBytes);
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    std::vector<char> got(ctx.rank == 1 ? kLargeBytes : 0);
+    for (int i = 0; i < 6; ++i) {
+      ctx.barrier->Wait();
+      if (ctx.rank == 0) {
+        ASSERT_OK(WaitLong(*ch.Send(Payload(0, 10 + i, kLargeBytes).data(), kLargeBytes, i)));
+      } else {
+        absl::SleepFor(absl::Milliseconds(i));
+        ASSERT_OK(WaitLong(*ch.Recv(got.data(), kLargeBytes, i)));
+        ASSERT_EQ(Mismatch(got, 0, 10 + i), "");
+      }
+    }
+  });
+}
+
+TEST(TcpTransportTest, Ipv6Loopback) {
+  if (!SocketAddress::FromIp("::1", 0).ok() ||
+      !TcpSocket::Listen(*SocketAddress::FromIp("::1", 0), 1).ok()) {
+    GTEST_SKIP() << "no IPv6 loopback on this host";
+  }
+  const size_t bytes = (1 << 20) + 3;
+  RankThreadsOptions job;
+  job.interface_name = "::1";
+  RunRanks(
+      3,
+      [&](RankContext& ctx) {
+        std::vector<std::unique_ptr<TransportRequest>> requests;
+        std::vector<std::vector<char>> got(3, std::vector<char>(bytes));
+        for (int peer = 0; peer < 3; ++peer) {
+          if (peer == ctx.rank) continue;
+          Channel& ch = ctx.t().channel(peer);
+          EXPECT_TRUE(absl::StartsWith(ch.peer_address(), "[::1]:")) << ch.peer_address();
+          requests.push_back(ch.Recv(got[peer].data(), bytes, 0));
+          requests.push_back(ch.Send(Payload(ctx.rank, 0, bytes).data(), bytes, 0));
+        }
+        for (auto& r : requests) ASSERT_OK(WaitLong(*r));
+        for (int peer = 0; peer < 3; ++peer) {
+          if (peer == ctx.rank) continue;
+          EXPECT_EQ(Mismatch(got[peer], peer, 0), "");
+        }
+      },
+      job);
+}
+
+// ---- Failures ----------------------------------------------------------------------------------
+
+TEST(TcpTransportTest, DestroyedPeerFailsEveryPendingRequestNamingIt) {
+  const size_t big = kLargeBytes;
+  RunRanks(3, [&](RankContext& ctx) {
+    std::vector<char> got(big);
+    std::vector<char> small(16);
+    if (ctx.rank == 2) {
+      ctx.barrier->Wait();  // the others have posted their receives
+      auto send = ctx.t().channel(0).Send(Payload(2, 0, big).data(), big, 9);
+      ctx.transport.reset();  // mid-transfer
+      absl::Status status = WaitLong(*send);
+      EXPECT_TRUE(absl::IsCancelled(status) || status.ok()) << status;
+      return;
+    }
+    std::vector<std::unique_ptr<TransportRequest>> pending;
+    if (ctx.rank == 0) {
+      pending.push_back(ctx.t().channel(2).Recv(got.data(), big, 9));
+      pending.push_back(ctx.t().channel(1).Recv(small.data(), 16, 10));  // never sent
+    } else {
+      pending.push_back(ctx.t().channel(0).Recv(small.data(), 16, 11));  // never sent
+    }
+    ctx.barrier->Wait();
+    for (size_t i = 0; i < pending.size(); ++i) {
+      absl::Status status = pending[i]->Wait(Deadline::After(absl::Seconds(60)));
+      // Rank 0's first receive is the transfer rank 2 abandons; it would only succeed if all of
+      // it crossed before the destructor ran, which a 64 MiB message cannot.
+      if (ctx.rank == 0 && i == 0 && status.ok()) continue;
+      EXPECT_FALSE(status.ok());
+      EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 2")) << status;
+    }
+    // Later requests fail at once with the same cause.
+    auto later = ctx.t().channel(1 - ctx.rank).Send(small.data(), 16, 12);
+    EXPECT_TRUE(later->IsCompleted());
+    absl::Status status = WaitLong(*later);
+    EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 2")) << status;
+  });
+}
+
+TEST(TcpTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
+  RunRanks(2, [&](RankContext& ctx) {
+    std::vector<char> buf(64);
+    auto recv = ctx.t().channel(1 - ctx.rank).Recv(buf.data(), buf.size(), 1);  // never sent
+    if (ctx.rank == 0) {
+      std::thread aborter([&] {
+        absl::SleepFor(absl::Milliseconds(100));
+        ctx.t().Abort(absl::AbortedError("test abort from rank 0"));
+        ctx.t().Abort(absl::InternalError("a second cause, ignored"));
+      });
+      absl::Time start = absl::Now();
+      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+      aborter.join();
+      EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+      EXPECT_TRUE(absl::IsAborted(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
+      auto later = ctx.t().channel(1).Send(buf.data(), buf.size(), 2);
+      EXPECT_TRUE(absl::StrContains(WaitLong(*later).message(), "test abort from rank 0"));
+    } else {
+      // The abort frame tells the peer why, before the link closes.
+      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+      EXPECT_FALSE(status.ok());
+      EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 0")) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
+    }
+  });
+}
+
+TEST(TcpTransportTest, WaitTimesOutAndTheRequestStaysPending) {
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 1) {
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(Payload(1, 5, 100).data(), 100, 5)));
+      return;
+    }
+    std::vector<char> got(100);
+    auto recv = ch.Recv(got.data(), 100, 5);
+    absl::Status status = recv->Wait(Deadline::After(absl::Milliseconds(50)));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "recv #0 (tag 5, 100 bytes) from peer 1"))
+        << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "rank 0/2")) << status;
+    EXPECT_FALSE(recv->IsCompleted());
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*recv));
+    EXPECT_EQ(Mismatch(got, 1, 5), "");
+  });
+}
+
+void ExpectSizeMismatch(bool receive_first) {
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    std::vector<char> buf(300);
+    if (ctx.rank == 0) {
+      if (receive_first) ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(buf.data(), 300, 3)));
+      if (!receive_first) ctx.barrier->Wait();
+      // The receiver's abort frame carries the mismatch here too.
+      absl::Status status = WaitLong(*ch.Recv(buf.data(), 1, 99));
+      EXPECT_TRUE(absl::StrContains(status.message(), "size mismatch")) << status;
+      return;
+    }
+    std::unique_ptr<TransportRequest> recv;
+    if (receive_first) {
+      recv = ch.Recv(buf.data(), 100, 3);
+      ctx.barrier->Wait();
+    } else {
+      ctx.barrier->Wait();
+      absl::SleepFor(absl::Milliseconds(50));  // arrived or arriving: both paths must catch it
+      recv = ch.Recv(buf.data(), 100, 3);
+    }
+    absl::Status status = WaitLong(*recv);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    for (const char* part :
+         {"size mismatch on tag 3", "expects 100 bytes", "peer 0", "sent 300 bytes", "rank 1/2"}) {
+      EXPECT_TRUE(absl::StrContains(status.message(), part)) << part << " not in " << status;
+    }
+  });
+}
+
+TEST(TcpTransportTest, SizeMismatchWithPostedReceive) { ExpectSizeMismatch(true); }
+TEST(TcpTransportTest, SizeMismatchWithUnexpectedMessage) { ExpectSizeMismatch(false); }
+
+// ---- Connection setup --------------------------------------------------------------------------
+
+TEST(TcpTransportTest, StrayConnectionIsRejectedAndSetupCompletes) {
+  auto store = std::make_shared<HashStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> rank1;
+  std::thread t1([&] {
+    TransportOptions options;
+    options.rank = 1;
+    options.world_size = 2;
+    options.store = store;
+    options.interface_name = "127.0.0.1";
+    options.connect_timeout = kLong;
+    rank1 = CreateTcpTransport(options);
+  });
+  // Before rank 0 exists, something else connects to rank 1 and speaks another protocol.
+  absl::StatusOr<std::string> address = store->Get("transport/addr/1", kLong);
+  ASSERT_TRUE(address.ok()) << address.status();
+  absl::StatusOr<TcpSocket> stray =
+      TcpSocket::Connect(*SocketAddress::Parse(*address), Deadline::After(kLong));
+  ASSERT_TRUE(stray.ok()) << stray.status();
+  std::string junk(tcp_wire::kHelloBytes, 'x');
+  ASSERT_TRUE(stray->SendAll(junk.data(), junk.size(), Deadline::After(kLong)).ok());
+  char reply[tcp_wire::kHelloBytes + 4];
+  ASSERT_TRUE(stray->RecvAll(reply, sizeof(reply), Deadline::After(kLong)).ok());
+  uint32_t length;
+  std::memcpy(&length, reply + tcp_wire::kHelloBytes, 4);
+  ASSERT_GT(length, 0u);
+  std::string reason(length, '\0');
+  ASSERT_TRUE(stray->RecvAll(reason.data(), length, Deadline::After(kLong)).ok());
+  EXPECT_TRUE(absl::StrContains(reason, "not a Paddle TCP transport handshake")) << reason;
+
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = store;
+  options.interface_name = "127.0.0.1";
+  options.connect_timeout = kLong;
+  absl::StatusOr<std::unique_ptr<Transport>> rank0 = CreateTcpTransport(options);
+  t1.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  std::vector<char> got(4095);
+  auto recv = (*rank1)->channel(0).Recv(got.data(), got.size(), 0);
+  ASSERT_OK(WaitLong(*(*rank0)->channel(1).Send(Payload(0, 0, 4095).data(), 4095, 0)));
+  ASSERT_OK(WaitLong(*recv));
+  EXPECT_EQ(Mismatch(got, 0, 0), "");
+}
+
+TEST(TcpTransportTest, WorldSizeDisagreementFailsBothRanksClearly) {
+  auto store = std::make_shared<HashStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> results[2];
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      TransportOptions options;
+      options.rank = rank;
+      options.world_size = rank == 0 ? 3 : 2;  // rank 0 was started with the wrong world size
+      options.store = store;
+      options.interface_name = "127.0.0.1";
+      options.connect_timeout = absl::Seconds(rank == 0 ? 5 : 60);
+      results[rank] = CreateTcpTransport(options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_FALSE(results[rank].ok()) << "rank " << rank;
+    EXPECT_TRUE(absl::StrContains(results[rank].status().message(),
+                                  "rank 0 has world size 3 but rank 1 has 2"))
+        << results[rank].status();
+  }
+}
+
+TEST(TcpTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTcpTransport(options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), "tcp");
+  EXPECT_EQ((*t)->world_size(), 1);
+  options.rank = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> bad = CreateTcpTransport(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  options.rank = 0;
+  options.world_size = 2;  // and no store
+  bad = CreateTcpTransport(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
+}
+
+TEST(TcpTransportTest, MissingPeerTimesOutNamingIt) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = std::make_shared<HashStore>();
+  options.interface_name = "127.0.0.1";
+  options.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTcpTransport(options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 1 to publish its address"))
+      << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
+}
+
+// ---- Real processes ----------------------------------------------------------------------------
+
+// Starts this binary as `world` workers (rank 0..world-1) in `mode`, with the store at
+// 127.0.0.1:`port`.
+std::vector<WorkerProcess> StartWorkers(int world, int port, const std::string& mode) {
+  std::vector<std::vector<std::string>> args;
+  for (int rank = 0; rank < world; ++rank) {
+    args.push_back(
+        {kWorkerFlag, absl::StrCat(port), absl::StrCat(rank), absl::StrCat(world), mode});
+  }
+  return StartWorkerProcesses(args);
+}
+
+std::unique_ptr<TcpStoreServer> StartStoreServer() {
+  TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+constexpr size_t kProcessMessageBytes = (16 << 20) + 7;
+
+// One worker process: all-pairs exchanges of large messages. "exchange": three rounds, checked,
+// then a store barrier (so nobody closes links another still reads) and exit 0. "until_failure":
+// rounds until a request fails, publishing round/<rank> after round 2; exits 3 on the failure.
+int RunWorker(int port, int rank, int world, const std::string& mode) {
+  SetLogRank(rank, world);
+  TcpStoreOptions store_options;
+  store_options.host = "127.0.0.1";
+  store_options.port = port;
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
+  if (!store.ok()) {
+    std::printf("WORKER_ERROR store: %s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<Store> shared(std::move(*store));
+  TransportOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.store = shared;
+  options.store_prefix = mode;
+  options.interface_name = "127.0.0.1";
+  options.connect_timeout = kLong;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTcpTransport(options);
+  if (!transport.ok()) {
+    std::printf("WORKER_ERROR transport: %s\n", transport.status().ToString().c_str());
+    return 2;
+  }
+  Transport& t = **transport;
+  const size_t bytes = kProcessMessageBytes;
+  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
+  const int rounds = mode == "exchange" ? 3 : 100000;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<TransportRequest>> requests;
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
+      requests.push_back(
+          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
+    }
+    for (auto& request : requests) {
+      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
+      if (!status.ok()) {
+        std::printf("WORKER_FAILED rank=%d round=%d: %s\n", rank, round, status.ToString().c_str());
+        return 3;
+      }
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      std::string bad = Mismatch(got[peer], peer, round % 2);
+      if (!bad.empty()) {
+        std::printf("WORKER_ERROR %s\n", bad.c_str());
+        return 4;
+      }
+    }
+    if (round == 2 && mode == "until_failure") {
+      absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
+      if (!s.ok()) return 5;
+    }
+  }
+  absl::Status done = StoreBarrier(*shared, "done", rank, world, kLong);
+  std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
+  return done.ok() ? 0 : 6;
+}
+
+TEST(TcpTransportProcessTest, FourProcessesExchangeLargeMessages) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "exchange");
+  WaitForWorkerProcesses(workers, absl::Seconds(240));
+  for (const WorkerProcess& w : workers) {
+    EXPECT_EQ(w.exit_code, 0) << w.Output();
+    EXPECT_TRUE(absl::StrContains(w.Output(), "WORKER_OK")) << w.Output();
+  }
+}
+
+TEST(TcpTransportProcessTest, KilledProcessFailsTheOthersNamingIt) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "until_failure");
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = server->port();
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::Status ready = (*store)->Wait({"round2/0", "round2/1", "round2/2", "round2/3"}, kLong);
+  EXPECT_TRUE(ready.ok()) << ready;
+  // Everyone is streaming 16 MiB messages to everyone: rank 3 dies mid-transfer.
+  absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(workers[3].pid, SIGKILL), 0);
+  WaitForWorkerProcesses(workers, absl::Seconds(120));
+  EXPECT_EQ(workers[3].exit_code, 128 + SIGKILL);
+  for (int rank = 0; rank < 3; ++rank) {
+    const WorkerProcess& w = workers[rank];
+    std::string output = w.Output();
+    EXPECT_EQ(w.exit_code, 3) << output;
+    EXPECT_LT(w.exited - killed, absl::Seconds(10)) << output;
+    EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
+    EXPECT_TRUE(absl::StrContains(output, "rank 3 (127.0.0.1:")) << output;
+  }
+}
+
+}  // namespace
+}  // namespace paddle
+
+// ThreadSanitizer cannot see into the uninstrumented system Abseil (Note [Locks and
+// ThreadSanitizer] in tcp_request.h): the stores used here lock with its absl::Mutex, and an
+// absl::Status shared between threads is freed after a reference count it cannot see. Those
+// reports are false; everything else, the transport's own locking included, is checked.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:paddle::HashStore::\n"
+         "race:paddle::TcpStore::\n"
+         "race:paddle::TcpStoreServer::\n"
+         "race:absl::*Status::UnrefNonInlined\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], paddle::kWorkerFlag) == 0) {
+    int port = 0, rank = 0, world = 0;
+    if (!absl::SimpleAtoi(argv[2], &port) || !absl::SimpleAtoi(argv[3], &rank) ||
+        !absl::SimpleAtoi(argv[4], &world)) {
+      return 2;
+    }
+    int code = paddle::RunWorker(port, rank, world, argv[5]);
+    std::fflush(stdout);
+    return code;
+  }
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
