@@ -395,6 +395,46 @@ TEST(CommunicatorAsyncTest, ManyWorksInFlightWaitedInReverse) {
   EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
 }
 
+// Note [Waiter runs the operation]: threads that wait run operations themselves, yet every rank
+// still runs them in call order (sizes differ per operation, so an operation run out of order
+// would meet a different one on the other ranks and fail).
+TEST(CommunicatorAsyncTest, WaitersOnManyThreadsKeepTheCallOrder) {
+  std::unique_ptr<CommGroup> group = MakeGroup(3);
+  ASSERT_NE(group, nullptr);
+  std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+    constexpr int kOps = 16;
+    constexpr int kWaiters = 4;
+    std::vector<Tensor> tensors;
+    std::vector<std::shared_ptr<Work>> works;
+    for (int i = 0; i < kOps; ++i) {
+      tensors.push_back(
+          MakeReductionInput(1 + i * 4099, DType::kFloat32, 300 + i, rank, ReduceOp::kSum));
+      works.push_back(comm.Allreduce(tensors.back(), ReduceOp::kSum));
+    }
+    std::vector<absl::Status> waited(kOps);
+    std::vector<std::thread> waiters;
+    for (int t = 0; t < kWaiters; ++t) {
+      // Waiter t takes every kWaiters-th operation, half of them from the back.
+      waiters.emplace_back([&, t] {
+        for (int k = 0; k < kOps / kWaiters; ++k) {
+          const int i = t % 2 == 0 ? t + k * kWaiters : kOps - kWaiters + t - k * kWaiters;
+          waited[i] = works[i]->Wait();
+        }
+      });
+    }
+    for (std::thread& waiter : waiters) waiter.join();
+    for (int i = 0; i < kOps; ++i) {
+      RETURN_IF_ERROR(waited[i]);
+      RETURN_IF_ERROR(CompareElements(
+          tensors[i],
+          ExpectedReduction(0, tensors[i].numel(), DType::kFloat32, 3, 300 + i, ReduceOp::kSum), 0,
+          works[i]->Describe()));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
+}
+
 TEST(CommunicatorAsyncTest, WaitTimeoutSaysWhetherTheWorkRanOrWaited) {
   std::unique_ptr<CommGroup> group = MakeGroup(2);
   ASSERT_NE(group, nullptr);

@@ -2,6 +2,7 @@
 // and errors.
 #include "paddle/collective/algorithms/algorithm_context.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -73,6 +74,24 @@ AlgorithmContext::AlgorithmContext(Transport& transport, std::string op_name, ui
 AlgorithmContext& AlgorithmContext::set_piece_bytes(size_t bytes) {
   PADDLE_CHECK(bytes > 0) << "piece size must be at least one byte";
   piece_bytes_ = bytes;
+  return *this;
+}
+
+uint8_t* ScratchArena::Get(size_t bytes) {
+  if (bytes > size_ || data_ == nullptr) {
+    data_.reset(new uint8_t[std::max<size_t>(bytes, 1)]);  // default-initialised: not zeroed
+    size_ = bytes;
+  }
+  return data_.get();
+}
+
+uint8_t* AlgorithmContext::Scratch(size_t bytes) const {
+  if (arena_ == nullptr) arena_ = std::make_shared<ScratchArena>();
+  return arena_->Get(bytes);
+}
+
+AlgorithmContext& AlgorithmContext::set_scratch_arena(std::shared_ptr<ScratchArena> arena) {
+  arena_ = std::move(arena);
   return *this;
 }
 

@@ -56,7 +56,7 @@ absl::Status HalvingDoublingAllreduce(const AlgorithmContext& ctx, void* data, i
   // The largest kept half: the first p2/2 blocks, which get the extra elements. The fold needs a
   // whole segment.
   const int64_t scratch_elements = group.folds_in() ? largest : (largest + p2) / 2;
-  std::vector<uint8_t> scratch(ByteOffset(scratch_elements, dtype));  // outlives the messages
+  uint8_t* const scratch = ctx.Scratch(ByteOffset(scratch_elements, dtype));  // outlives messages
 
   for (int64_t begin = 0; begin < count; begin += segment) {
     const int64_t m = std::min(segment, count - begin);
@@ -69,7 +69,7 @@ absl::Status HalvingDoublingAllreduce(const AlgorithmContext& ctx, void* data, i
     };
     auto reduce_scratch = [&](uint8_t* into, size_t bytes) -> absl::Status {
       const absl::Status s =
-          Reduce(into, scratch.data(), static_cast<int64_t>(bytes / DTypeSize(dtype)), dtype, op);
+          Reduce(into, scratch, static_cast<int64_t>(bytes / DTypeSize(dtype)), dtype, op);
       return s.ok() ? s : ctx.Fail(s);
     };
     const size_t all_bytes = ByteOffset(m, dtype);
@@ -79,7 +79,7 @@ absl::Status HalvingDoublingAllreduce(const AlgorithmContext& ctx, void* data, i
       RETURN_IF_ERROR(ctx.Wait(send));
     } else {
       if (group.folds_in()) {
-        PeerMessage recv = ctx.Recv(group.fold_partner(), scratch.data(), all_bytes, 0, kFold);
+        PeerMessage recv = ctx.Recv(group.fold_partner(), scratch, all_bytes, 0, kFold);
         RETURN_IF_ERROR(ctx.Wait(recv));
         RETURN_IF_ERROR(reduce_scratch(x, all_bytes));
       }
@@ -93,7 +93,7 @@ absl::Status HalvingDoublingAllreduce(const AlgorithmContext& ctx, void* data, i
         const bool upper = (me & d) != 0;
         const auto [keep, keep_bytes] = upper ? blocks(mid, hi) : blocks(lo, mid);
         const auto [give, give_bytes] = upper ? blocks(lo, mid) : blocks(mid, hi);
-        PeerMessage recv = ctx.Recv(partner, scratch.data(), keep_bytes, step, kHalving);
+        PeerMessage recv = ctx.Recv(partner, scratch, keep_bytes, step, kHalving);
         PeerMessage send = ctx.Send(partner, give, give_bytes, step, kHalving);
         RETURN_IF_ERROR(ctx.Wait(recv));
         // The send reads the other half, so reducing into the kept half need not wait for it.

@@ -52,7 +52,7 @@ absl::Status RingReduceScatter(const AlgorithmContext& ctx, void* data,
     };
     const int64_t largest = *std::max_element(counts.begin(), counts.end());
     const size_t slot_bytes = ByteOffset((largest + pieces - 1) / pieces, dtype);
-    std::vector<uint8_t> scratch(2 * slot_bytes);  // outlives the messages below
+    uint8_t* const scratch = ctx.Scratch(2 * slot_bytes);  // outlives the messages below
 
     PeerMessage recvs[2];
     MessageWindow sends(ctx, kPipelineSends);
@@ -60,8 +60,8 @@ absl::Status RingReduceScatter(const AlgorithmContext& ctx, void* data,
     auto post_recv = [&](int64_t i) {
       const int64_t s = i / pieces;
       const ElementRange p = piece(ModRank(r - 2 - s, n), i % pieces);
-      recvs[i % 2] = ctx.Recv(left, scratch.data() + (i % 2) * slot_bytes,
-                              ByteOffset(p.count, dtype), static_cast<uint32_t>(s), kWhat);
+      recvs[i % 2] = ctx.Recv(left, scratch + (i % 2) * slot_bytes, ByteOffset(p.count, dtype),
+                              static_cast<uint32_t>(s), kWhat);
     };
     post_recv(0);
     for (int64_t i = 0; i < items; ++i) {
@@ -74,9 +74,8 @@ absl::Status RingReduceScatter(const AlgorithmContext& ctx, void* data,
       RETURN_IF_ERROR(ctx.Wait(recvs[i % 2]));
       if (i + 1 < items) post_recv(i + 1);
       const ElementRange in = piece(ModRank(r - 2 - s, n), q);
-      const absl::Status reduced =
-          Reduce(base + ByteOffset(in.offset, dtype), scratch.data() + (i % 2) * slot_bytes,
-                 in.count, dtype, op);
+      const absl::Status reduced = Reduce(base + ByteOffset(in.offset, dtype),
+                                          scratch + (i % 2) * slot_bytes, in.count, dtype, op);
       if (!reduced.ok()) return ctx.Fail(reduced);
     }
     RETURN_IF_ERROR(sends.WaitAll());

@@ -51,14 +51,14 @@ absl::Status TreeAllreduce(const AlgorithmContext& ctx, void* data, int64_t coun
   const uint32_t unfold_step = static_cast<uint32_t>(group.rounds()) + 1;
   const int64_t segment =
       std::max<int64_t>(1, static_cast<int64_t>(ctx.piece_bytes() / DTypeSize(dtype)));
-  std::vector<uint8_t> scratch(ByteOffset(std::min(segment, count), dtype));  // outlives messages
+  uint8_t* const scratch = ctx.Scratch(ByteOffset(std::min(segment, count), dtype));
 
   for (int64_t begin = 0; begin < count; begin += segment) {
     const int64_t m = std::min(segment, count - begin);
     uint8_t* x = static_cast<uint8_t*>(data) + ByteOffset(begin, dtype);
     const size_t bytes = ByteOffset(m, dtype);
     auto reduce_scratch = [&]() -> absl::Status {
-      const absl::Status s = Reduce(x, scratch.data(), m, dtype, op);
+      const absl::Status s = Reduce(x, scratch, m, dtype, op);
       return s.ok() ? s : ctx.Fail(s);
     };
 
@@ -66,7 +66,7 @@ absl::Status TreeAllreduce(const AlgorithmContext& ctx, void* data, int64_t coun
       PeerMessage send = ctx.Send(group.fold_partner(), x, bytes, 0, kFold);
       RETURN_IF_ERROR(ctx.Wait(send));
     } else if (group.folds_in()) {
-      PeerMessage recv = ctx.Recv(group.fold_partner(), scratch.data(), bytes, 0, kFold);
+      PeerMessage recv = ctx.Recv(group.fold_partner(), scratch, bytes, 0, kFold);
       RETURN_IF_ERROR(ctx.Wait(recv));
       RETURN_IF_ERROR(reduce_scratch());
     }
@@ -74,7 +74,7 @@ absl::Status TreeAllreduce(const AlgorithmContext& ctx, void* data, int64_t coun
     if (!group.folded_out()) {
       for (int k = 0; k < group.rounds(); ++k) {
         const int partner = group.RankOf(group.member() ^ (1 << k));
-        PeerMessage recv = ctx.Recv(partner, scratch.data(), bytes, 1 + k, kExchange);
+        PeerMessage recv = ctx.Recv(partner, scratch, bytes, 1 + k, kExchange);
         PeerMessage send = ctx.Send(partner, x, bytes, 1 + k, kExchange);
         RETURN_IF_ERROR(ctx.Wait(recv));
         RETURN_IF_ERROR(ctx.Wait(send));  // `x` is read by the send until then

@@ -60,7 +60,7 @@ const std::vector<char>& Payload(int rank, uint64_t index, size_t bytes) {
 
 std::string Mismatch(const std::vector<char>& got, int rank, uint64_t index) {
   const std::vector<char>& want = Payload(rank, index, got.size());
-  if (std::memcmp(got.data(), want.data(), got.size()) == 0) return "";
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size()) == 0) return "";
   size_t at = 0;
   while (got[at] == want[at]) ++at;
   return absl::StrCat("message ", index, " from rank ", rank, " (", got.size(),

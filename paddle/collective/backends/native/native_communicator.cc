@@ -209,6 +209,8 @@ class NativeCommunicator final : public Communicator {
   uint64_t next_p2p_seq_ = 1;  // guarded by call_mu_; Send and Recv
 
   // Last: its thread runs tasks that use everything above, and is joined first.
+  // Scratch memory of the algorithms, kept between operations (one runs at a time).
+  const std::shared_ptr<ScratchArena> scratch_ = std::make_shared<ScratchArena>();
   WorkQueue queue_;
 };
 
@@ -220,7 +222,7 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
       call_options.timeout > absl::ZeroDuration() ? call_options.timeout : options_.timeout;
   std::lock_guard<std::mutex> lock(call_mu_);
   const uint64_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
-  auto work = std::make_shared<QueuedWork>(call.Describe(seq), seq, owner_);
+  auto work = std::make_shared<QueuedWork>(call.Describe(seq), seq, owner_, queue_.waiter_hook());
   if (!arguments.ok()) {
     work->Complete(ErrorContext()
                        .Rank(rank(), size())
@@ -257,6 +259,7 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
     if (!s.ok()) return {s, /*poison=*/!absl::IsInvalidArgument(s)};
   }
   AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
+  ctx.set_scratch_arena(scratch_);
   return body(ctx);
 }
 

@@ -22,7 +22,27 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
 QueuedWork::QueuedWork(std::string description, uint64_t seq, std::string owner)
     : description_(std::move(description)), seq_(seq), owner_(std::move(owner)) {}
 
+QueuedWork::QueuedWork(std::string description, uint64_t seq, std::string owner,
+                       std::shared_ptr<WaiterHook> hook)
+    : description_(std::move(description)),
+      seq_(seq),
+      owner_(std::move(owner)),
+      hook_(std::move(hook)) {}
+
 absl::Status QueuedWork::Wait(absl::Duration timeout) {
+  // Note [Waiter runs the operation]: only a Wait without a timeout, since the operation then
+  // runs to its own collective deadline, which a shorter Wait timeout must not have to await.
+  if (hook_ != nullptr && timeout == absl::InfiniteDuration()) {
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued = state_ == State::kQueued;
+    }
+    std::unique_lock<std::mutex> hook_lock(hook_->mu, std::try_to_lock);
+    if (queued && hook_lock.owns_lock() && hook_->queue != nullptr) {
+      hook_->queue->RunIfNext(this);
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
   auto done = [this] { return state_ == State::kDone; };
   if (timeout == absl::InfiniteDuration()) {
@@ -88,9 +108,17 @@ WorkQueue::WorkQueue(int rank, int world_size, std::function<void(const absl::St
       world_size_(world_size),
       owner_(absl::StrCat("rank ", rank, "/", world_size)),
       on_poison_(std::move(on_poison)),
-      thread_([this] { Run(); }) {}
+      thread_([this] { Run(); }) {
+  std::lock_guard<std::mutex> lock(hook_->mu);
+  hook_->queue = this;
+}
 
 WorkQueue::~WorkQueue() {
+  {
+    // Waits for an operation a waiter is running; later waiters find no queue.
+    std::lock_guard<std::mutex> lock(hook_->mu);
+    hook_->queue = nullptr;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -160,16 +188,37 @@ void WorkQueue::Run() {
     absl::Status cause;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [this] { return !busy_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, and everything queued has run
       item = std::move(queue_.front());
       queue_.pop_front();
       cause = cause_;
+      busy_ = true;
     }
-    if (!cause.ok()) {
-      item.work->Complete(NotRun(*item.work, cause));
-      continue;
-    }
+    RunItem(item, cause);
+  }
+}
+
+bool WorkQueue::RunIfNext(const QueuedWork* work) {
+  Item item;
+  absl::Status cause;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_ || queue_.empty() || queue_.front().work.get() != work) return false;
+    item = std::move(queue_.front());
+    queue_.pop_front();
+    cause = cause_;
+    busy_ = true;
+  }
+  ScopedLogRank log_rank(rank_, world_size_);
+  RunItem(item, cause);
+  return true;
+}
+
+void WorkQueue::RunItem(Item& item, const absl::Status& cause) {
+  if (!cause.ok()) {
+    item.work->Complete(NotRun(*item.work, cause));
+  } else {
     item.work->MarkStarted();
     TaskResult result = item.task();
     absl::Status status = Annotate(result.status, item.work->Describe());
@@ -178,6 +227,11 @@ void WorkQueue::Run() {
     if (!status.ok() && result.poison) Poison(status);
     item.work->Complete(std::move(status));
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_one();  // the queue thread may have been waiting for this one to finish
 }
 
 }  // namespace paddle

@@ -1,0 +1,163 @@
+// Parsing, printing and writing the benchmark's rows.
+#include "bench/collectives/report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace paddle {
+namespace bench {
+namespace {
+
+// The value of " key=" in `line`, or false.
+bool Field(absl::string_view line, absl::string_view key, std::string* value) {
+  for (absl::string_view part : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&part, key) && absl::ConsumePrefix(&part, "=")) {
+      *value = std::string(part);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Label(const Row& row) {
+  return absl::StrCat(row.backend, "/", row.algo, "/", row.transport);
+}
+
+}  // namespace
+
+double BusBandwidthFactor(BenchOp op, int nproc) {
+  const double n = nproc;
+  switch (op) {
+    case BenchOp::kAllreduce:
+      return 2 * (n - 1) / n;
+    case BenchOp::kAllgather:
+    case BenchOp::kReduceScatter:
+      return (n - 1) / n;
+    case BenchOp::kBroadcast:
+      return 1;
+  }
+  return 1;
+}
+
+absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& outputs, BenchOp op,
+                                             const Row& like) {
+  struct Size {
+    int64_t count = 0;
+    double max_time_us = 0;
+    int64_t wrong = 0;
+    std::set<int> ranks;
+  };
+  std::map<int64_t, Size> sizes;
+  for (const std::string& output : outputs) {
+    for (absl::string_view line : absl::StrSplit(output, '\n')) {
+      if (!absl::ConsumePrefix(&line, "ROW ")) continue;
+      std::string rank, bytes, count, time_us, wrong;
+      int r = 0;
+      int64_t b = 0, c = 0, w = 0;
+      double t = 0;
+      if (!Field(line, "rank", &rank) || !Field(line, "bytes", &bytes) ||
+          !Field(line, "count", &count) || !Field(line, "time_us", &time_us) ||
+          !Field(line, "wrong", &wrong) || !absl::SimpleAtoi(rank, &r) ||
+          !absl::SimpleAtoi(bytes, &b) || !absl::SimpleAtoi(count, &c) ||
+          !absl::SimpleAtod(time_us, &t) || !absl::SimpleAtoi(wrong, &w)) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed result line: ", line));
+      }
+      Size& size = sizes[b];
+      size.count = c;
+      size.max_time_us = std::max(size.max_time_us, t);
+      size.wrong += w;
+      size.ranks.insert(r);
+    }
+  }
+  std::vector<Row> rows;
+  for (const auto& [bytes, size] : sizes) {
+    if (static_cast<int>(size.ranks.size()) != like.nproc) {
+      return absl::DataLossError(absl::StrCat(Label(like), ": size ", bytes, " has results from ",
+                                              size.ranks.size(), " of ", like.nproc, " ranks"));
+    }
+    Row row = like;
+    row.bytes = bytes;
+    row.count = size.count;
+    row.time_us = size.max_time_us;
+    row.wrong = size.wrong;
+    row.algbw_gbs = row.time_us > 0 ? static_cast<double>(bytes) / (row.time_us * 1e3) : 0;
+    row.busbw_gbs = row.algbw_gbs * BusBandwidthFactor(op, like.nproc);
+    rows.push_back(row);
+  }
+  if (rows.empty()) return absl::DataLossError(absl::StrCat(Label(like), ": no result lines"));
+  return rows;
+}
+
+void PrintTable(std::FILE* out, const std::string& title, const std::vector<Row>& rows) {
+  std::fprintf(out, "# %s\n", title.c_str());
+  std::fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)",
+               "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  for (const Row& row : rows) {
+    std::fprintf(out, " %12lld %12lld %9s %11.1f %11.3f %11.3f %8lld\n",
+                 static_cast<long long>(row.bytes), static_cast<long long>(row.count),
+                 row.dtype.c_str(), row.time_us, row.algbw_gbs, row.busbw_gbs,
+                 static_cast<long long>(row.wrong));
+  }
+  std::fflush(out);
+}
+
+void PrintRatios(std::FILE* out, const std::vector<Row>& ours,
+                 const std::vector<std::vector<Row>>& peers) {
+  if (ours.empty()) return;
+  std::fprintf(out, "# busbw of %s over each peer's (>1: ours is faster)\n",
+               Label(ours[0]).c_str());
+  std::string header = absl::StrFormat("#%12s %10s", "size(B)", "ours GB/s");
+  for (const std::vector<Row>& peer : peers) {
+    if (peer.empty()) continue;
+    absl::StrAppend(&header, absl::StrFormat(" | %24s %7s", Label(peer[0]), "ratio"));
+  }
+  std::fprintf(out, "%s\n", header.c_str());
+  for (const Row& row : ours) {
+    std::string line = absl::StrFormat(" %12d %10.3f", row.bytes, row.busbw_gbs);
+    for (const std::vector<Row>& peer : peers) {
+      if (peer.empty()) continue;
+      auto it = std::find_if(peer.begin(), peer.end(),
+                             [&](const Row& p) { return p.bytes == row.bytes; });
+      if (it == peer.end() || it->busbw_gbs <= 0) {
+        absl::StrAppend(&line, absl::StrFormat(" | %24s %7s", "-", "-"));
+      } else {
+        absl::StrAppend(&line, absl::StrFormat(" | %24.3f %7.2f", it->busbw_gbs,
+                                               row.busbw_gbs / it->busbw_gbs));
+      }
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+  std::fflush(out);
+}
+
+absl::Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot write --json file ", path));
+  }
+  std::fprintf(f, "[\n");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    // Every string here is a fixed identifier (no quotes or backslashes to escape).
+    std::fprintf(f,
+                 "  {\"op\": \"%s\", \"backend\": \"%s\", \"algo\": \"%s\", \"transport\": \"%s\", "
+                 "\"nproc\": %d, \"bytes\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, "
+                 "\"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": %lld}%s\n",
+                 r.op.c_str(), r.backend.c_str(), r.algo.c_str(), r.transport.c_str(), r.nproc,
+                 static_cast<long long>(r.bytes), r.dtype.c_str(), r.time_us, r.algbw_gbs,
+                 r.busbw_gbs, static_cast<long long>(r.wrong), i + 1 < rows.size() ? "," : "");
+  }
+  std::fprintf(f, "]\n");
+  if (std::fclose(f) != 0) return absl::UnavailableError(absl::StrCat("writing ", path, " failed"));
+  return absl::OkStatus();
+}
+
+}  // namespace bench
+}  // namespace paddle

@@ -1,0 +1,317 @@
+// bench/collectives: nccl-tests-style bandwidth sweep of our collectives, against peers.
+//
+//   bazel run -c opt //bench:collectives -- --backend=native|gloo --op=allreduce --nproc=4
+//       --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] [--iters=20]
+//       [--warmup=5] [--algo=ring] [--seed=1] [--timeout-s=1800]
+//
+// The benchmark starts --nproc workers itself (this binary re-executed with --worker), which
+// rendezvous through a TcpStoreServer it hosts on loopback, sweep the sizes by powers of two and
+// check every element of every result (sweep_worker.h). It prints the nccl-tests columns: size,
+// count, type, time (us), algbw and busbw (GB/s, report.h), #wrong.
+//
+// --peers (allreduce only) runs the same sweep, the same sizes, iterations and blocking calls,
+// through PyTorch's gloo backend (bench/peers/torch_allreduce.py, N python3 processes, env://)
+// and OpenMPI's MPI_Allreduce (bench/peers/mpi_allreduce.cc under mpirun), once over TCP
+// (pml ob1, btl tcp,self) and once with OpenMPI's defaults (shared memory on one host), then
+// prints our busbw over each peer's per size. The load average is printed with every table:
+// this is a shared machine, and the figures mean little without it.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "bench/collectives/bench_inputs.h"
+#include "bench/collectives/processes.h"
+#include "bench/collectives/report.h"
+#include "bench/collectives/sweep_worker.h"
+#include "paddle/collective/store/tcp_store_server.h"
+
+namespace paddle {
+namespace bench {
+namespace {
+
+struct Flags {
+  SweepConfig sweep;
+  bool peers = false;
+  std::string json;
+  absl::Duration run_limit = absl::Seconds(1800);  // each implementation's whole sweep
+  // Set in worker processes only.
+  bool worker = false;
+  int rank = -1;
+  int store_port = 0;
+};
+
+constexpr char kUsage[] =
+    "usage: collectives --backend=native|gloo --op=allreduce|allgather|reduce_scatter|broadcast "
+    "--nproc=N --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] "
+    "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800]\n";
+
+// "4K", "256M", "1G", "4096".
+bool ParseBytes(absl::string_view text, int64_t* bytes) {
+  int64_t scale = 1;
+  if (absl::ConsumeSuffix(&text, "K") || absl::ConsumeSuffix(&text, "k")) {
+    scale = int64_t{1} << 10;
+  } else if (absl::ConsumeSuffix(&text, "M") || absl::ConsumeSuffix(&text, "m")) {
+    scale = int64_t{1} << 20;
+  } else if (absl::ConsumeSuffix(&text, "G") || absl::ConsumeSuffix(&text, "g")) {
+    scale = int64_t{1} << 30;
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value <= 0) return false;
+  *bytes = value * scale;
+  return true;
+}
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  SweepConfig& s = flags->sweep;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    absl::string_view value;
+    const size_t eq = arg.find('=');
+    const absl::string_view key = arg.substr(0, eq);
+    if (eq != absl::string_view::npos) value = arg.substr(eq + 1);
+    bool ok = true;
+    double seconds = 0;
+    if (key == "--backend") {
+      s.backend = std::string(value);
+      ok = value == "native" || value == "gloo";
+    } else if (key == "--op") {
+      ok = ParseBenchOp(value, &s.op);
+    } else if (key == "--nproc") {
+      ok = absl::SimpleAtoi(value, &s.nproc) && s.nproc >= 1 && s.nproc <= 15;
+    } else if (key == "--min-bytes") {
+      ok = ParseBytes(value, &s.min_bytes);
+    } else if (key == "--max-bytes") {
+      ok = ParseBytes(value, &s.max_bytes);
+    } else if (key == "--dtype") {
+      absl::StatusOr<DType> dtype = ParseDType(value);
+      ok = dtype.ok() && *dtype != DType::kBool && *dtype != DType::kInt8;
+      if (ok) s.dtype = *dtype;
+    } else if (key == "--iters") {
+      ok = absl::SimpleAtoi(value, &s.iters) && s.iters >= 1;
+    } else if (key == "--warmup") {
+      ok = absl::SimpleAtoi(value, &s.warmup) && s.warmup >= 0;
+    } else if (key == "--algo") {
+      s.algo = std::string(value);
+    } else if (key == "--seed") {
+      ok = absl::SimpleAtoi(value, &s.seed);
+    } else if (key == "--timeout-s") {
+      ok = absl::SimpleAtod(value, &seconds) && seconds > 0;
+      flags->run_limit = absl::Seconds(seconds);
+      s.op_timeout = std::min(s.op_timeout, flags->run_limit);
+    } else if (key == "--peers") {
+      flags->peers = true;
+    } else if (key == "--json") {
+      flags->json = std::string(value);
+    } else if (key == "--worker") {
+      flags->worker = true;
+    } else if (key == "--rank") {
+      ok = absl::SimpleAtoi(value, &flags->rank);
+    } else if (key == "--store-port") {
+      ok = absl::SimpleAtoi(value, &flags->store_port);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "bad argument \"%s\" (nproc is 1..15: sums must stay exact)\n%s",
+                   argv[i], kUsage);
+      return false;
+    }
+  }
+  if (s.min_bytes > s.max_bytes) {
+    std::fprintf(stderr, "--min-bytes is larger than --max-bytes\n%s", kUsage);
+    return false;
+  }
+  if (flags->peers && s.op != BenchOp::kAllreduce) {
+    std::fprintf(stderr, "--peers compares allreduce only\n");
+    return false;
+  }
+  return true;
+}
+
+std::string LoadAverage() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return "?";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.2f %.2f %.2f", load[0], load[1], load[2]);
+  return text;
+}
+
+std::string Title(const Row& like, const SweepConfig& s, const std::string& load_before) {
+  return absl::StrCat(like.op, ", ", like.backend, " (algo ", like.algo, ", transport ",
+                      like.transport, "), nproc ", like.nproc, ", ", like.dtype, ", iters ",
+                      s.iters, ", warmup ", s.warmup, "; load average ", load_before, " before, ",
+                      LoadAverage(), " after");
+}
+
+// A file of the benchmark's runfiles (bench/mpi_allreduce, bench/peers/torch_allreduce.py).
+std::string Runfile(const std::string& path) {
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("RUNFILES_DIR")) {
+    candidates.push_back(absl::StrCat(dir, "/paddle/", path));
+  }
+  candidates.push_back(absl::StrCat(SelfPath(), ".runfiles/paddle/", path));
+  candidates.push_back(path);
+  for (const std::string& candidate : candidates) {
+    if (access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return path;
+}
+
+// The sweep flags every implementation understands.
+std::vector<std::string> SweepArgs(const SweepConfig& s) {
+  return {absl::StrCat("--nproc=", s.nproc),           absl::StrCat("--min-bytes=", s.min_bytes),
+          absl::StrCat("--max-bytes=", s.max_bytes),   absl::StrCat("--iters=", s.iters),
+          absl::StrCat("--warmup=", s.warmup),         absl::StrCat("--seed=", s.seed),
+          absl::StrCat("--dtype=", DTypeName(s.dtype))};
+}
+
+// Runs `specs`, then turns their output into rows; an empty result (after a message) on failure.
+std::vector<Row> RunAndCollect(const std::vector<ProcessSpec>& specs, BenchOp op, const Row& like,
+                               const Flags& flags) {
+  const std::string load = LoadAverage();
+  std::fprintf(stderr, "running %s/%s/%s with %d processes (load average %s)...\n",
+               like.backend.c_str(), like.algo.c_str(), like.transport.c_str(), like.nproc,
+               load.c_str());
+  std::vector<ProcessOutcome> outcomes = RunProcesses(specs, flags.run_limit);
+  std::vector<std::string> outputs;
+  bool failed = false;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    outputs.push_back(outcomes[i].output);
+    if (outcomes[i].exit_code != 0) {
+      failed = true;
+      std::fprintf(stderr, "%s process %zu exited with %d%s; its output:\n%s\n",
+                   like.backend.c_str(), i, outcomes[i].exit_code,
+                   outcomes[i].exit_code == -1 ? " (killed at --timeout-s)" : "",
+                   outcomes[i].output.c_str());
+    }
+  }
+  absl::StatusOr<std::vector<Row>> rows = CollectRows(outputs, op, like);
+  if (!rows.ok() || failed) {
+    std::fprintf(stderr, "%s: no usable results: %s\n", like.backend.c_str(),
+                 rows.ok() ? "a process failed" : rows.status().ToString().c_str());
+    return {};
+  }
+  PrintTable(stdout, Title(like, flags.sweep, load), *rows);
+  return *std::move(rows);
+}
+
+std::vector<Row> RunOurs(const Flags& flags) {
+  const SweepConfig& s = flags.sweep;
+  TcpStoreServerOptions server_options;
+  server_options.host = "127.0.0.1";
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(server_options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "cannot host the store: %s\n", server.status().ToString().c_str());
+    return {};
+  }
+  std::vector<ProcessSpec> specs(s.nproc);
+  for (int r = 0; r < s.nproc; ++r) {
+    specs[r].argv = {SelfPath(),
+                     absl::StrCat("--backend=", s.backend),
+                     absl::StrCat("--op=", BenchOpName(s.op)),
+                     absl::StrCat("--algo=", s.algo),
+                     absl::StrCat("--timeout-s=", absl::ToDoubleSeconds(flags.run_limit)),
+                     "--worker",
+                     absl::StrCat("--rank=", r),
+                     absl::StrCat("--store-port=", (*server)->port())};
+    for (std::string& arg : SweepArgs(s)) specs[r].argv.push_back(arg);
+    // All ranks run on this host: loopback, unless the user chose an interface.
+    if (std::getenv("PADDLE_SOCKET_IFNAME") == nullptr) {
+      specs[r].env.push_back({"PADDLE_SOCKET_IFNAME", "127.0.0.1"});
+    }
+  }
+  Row like;
+  like.op = std::string(BenchOpName(s.op));
+  like.backend = s.backend;
+  like.algo = !s.algo.empty() ? s.algo : s.backend == "gloo" ? "ring" : "auto";
+  like.transport = "tcp";
+  like.nproc = s.nproc;
+  like.dtype = std::string(DTypeName(s.dtype));
+  return RunAndCollect(specs, s.op, like, flags);
+}
+
+std::vector<Row> RunTorch(const Flags& flags) {
+  const SweepConfig& s = flags.sweep;
+  const int port = FreeLoopbackPort();
+  std::vector<ProcessSpec> specs(s.nproc);
+  for (int r = 0; r < s.nproc; ++r) {
+    specs[r].argv = {"/usr/bin/python3", Runfile("bench/peers/torch_allreduce.py")};
+    for (std::string& arg : SweepArgs(s)) specs[r].argv.push_back(arg);
+    specs[r].env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", absl::StrCat(port)},
+                    {"RANK", absl::StrCat(r)},    {"WORLD_SIZE", absl::StrCat(s.nproc)},
+                    {"GLOO_SOCKET_IFNAME", "lo"}, {"OMP_NUM_THREADS", "1"}};
+  }
+  Row like;
+  like.op = "allreduce";
+  like.backend = "torch";
+  like.algo = "gloo-ring";
+  like.transport = "tcp";
+  like.nproc = s.nproc;
+  like.dtype = std::string(DTypeName(s.dtype));
+  return RunAndCollect(specs, BenchOp::kAllreduce, like, flags);
+}
+
+std::vector<Row> RunMpi(const Flags& flags, bool tcp) {
+  const SweepConfig& s = flags.sweep;
+  ProcessSpec spec;
+  spec.argv = {"mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+               "-np",    absl::StrCat(s.nproc)};
+  if (tcp) {
+    for (const char* arg :
+         {"--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"}) {
+      spec.argv.push_back(arg);
+    }
+  }
+  spec.argv.push_back(Runfile("bench/mpi_allreduce"));
+  for (std::string& arg : SweepArgs(s)) spec.argv.push_back(arg);
+  Row like;
+  like.op = "allreduce";
+  like.backend = "openmpi";
+  like.algo = "default";
+  like.transport = tcp ? "tcp" : "default-shm";
+  like.nproc = s.nproc;
+  like.dtype = std::string(DTypeName(s.dtype));
+  return RunAndCollect({spec}, BenchOp::kAllreduce, like, flags);
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) return 2;
+  if (flags.worker) return RunSweepWorker(flags.sweep, flags.rank, flags.store_port);
+
+  std::vector<Row> ours = RunOurs(flags);
+  std::vector<Row> all = ours;
+  std::vector<std::vector<Row>> peers;
+  if (flags.peers) {
+    peers.push_back(RunTorch(flags));
+    peers.push_back(RunMpi(flags, /*tcp=*/true));
+    peers.push_back(RunMpi(flags, /*tcp=*/false));
+    for (const std::vector<Row>& peer : peers) all.insert(all.end(), peer.begin(), peer.end());
+    PrintRatios(stdout, ours, peers);
+  }
+  if (!flags.json.empty()) {
+    absl::Status written = WriteJson(flags.json, all);
+    if (!written.ok()) std::fprintf(stderr, "%s\n", written.ToString().c_str());
+  }
+  int64_t wrong = 0;
+  for (const Row& row : all) wrong += row.wrong;
+  if (ours.empty()) return 1;
+  if (wrong > 0) {
+    std::fprintf(stderr, "%lld wrong elements in all\n", static_cast<long long>(wrong));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace paddle
+
+int main(int argc, char** argv) { return paddle::bench::Main(argc, argv); }
