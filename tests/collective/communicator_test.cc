@@ -435,6 +435,30 @@ TEST(CommunicatorAsyncTest, WaitersOnManyThreadsKeepTheCallOrder) {
   EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
 }
 
+// Note [Lazy queue thread]: after operations whose callers ran them (Wait right after the call),
+// an operation nobody waits for must still start on its own: rank 0 does not wait for its last
+// allreduce until rank 1 has finished its own, which needs rank 0's to run.
+TEST(CommunicatorAsyncTest, UnwaitedOperationStartsAfterWaitedOnes) {
+  std::unique_ptr<CommGroup> group = MakeGroup(2);
+  ASSERT_NE(group, nullptr);
+  absl::Notification rank1_done;
+  std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+    for (int i = 0; i < 20; ++i) RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 1000, 400 + i));
+    Tensor last = MakeReductionInput(4096, DType::kFloat32, 500, rank, ReduceOp::kSum);
+    std::shared_ptr<Work> work = comm.Allreduce(last, ReduceOp::kSum);
+    if (rank == 0) {
+      if (!rank1_done.WaitForNotificationWithTimeout(kGenerous)) {
+        return absl::InternalError("rank 1 never finished: rank 0's unwaited allreduce never ran");
+      }
+    }
+    RETURN_IF_ERROR(work->Wait());
+    if (rank == 1) rank1_done.Notify();
+    return CompareElements(
+        last, ExpectedReduction(0, 4096, DType::kFloat32, 2, 500, ReduceOp::kSum), 0, "last");
+  });
+  EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
+}
+
 TEST(CommunicatorAsyncTest, WaitTimeoutSaysWhetherTheWorkRanOrWaited) {
   std::unique_ptr<CommGroup> group = MakeGroup(2);
   ASSERT_NE(group, nullptr);

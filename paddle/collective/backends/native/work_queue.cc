@@ -130,8 +130,10 @@ WorkQueue::~WorkQueue() {
 void WorkQueue::Enqueue(std::shared_ptr<QueuedWork> work, Task task) {
   absl::Status cause;
   std::shared_ptr<QueuedWork> refused;  // set when the queue is poisoned
+  bool wake = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    wake = !lazy_;  // Note [Lazy queue thread]
     if (cause_.ok()) {
       queue_.push_back(Item{std::move(work), std::move(task)});
     } else {
@@ -140,7 +142,7 @@ void WorkQueue::Enqueue(std::shared_ptr<QueuedWork> work, Task task) {
     }
   }
   if (refused == nullptr) {
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   } else {
     refused->Complete(NotRun(*refused, cause));
   }
@@ -183,17 +185,28 @@ absl::Status WorkQueue::NotRun(const QueuedWork& work, const absl::Status& cause
 
 void WorkQueue::Run() {
   ScopedLogRank log_rank(rank_, world_size_);
+  auto ready = [this] { return !busy_ && (stopping_ || !queue_.empty()); };
   for (;;) {
     Item item;
     absl::Status cause;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !busy_ && (stopping_ || !queue_.empty()); });
+      // Note [Lazy queue thread]: while lazy, look every kLazyTick instead of being woken.
+      int idle_ticks = 0;
+      while (!ready()) {
+        if (!lazy_) {
+          cv_.wait(lock, [&] { return ready() || lazy_; });
+          continue;
+        }
+        cv_.wait_for(lock, kLazyTick);
+        if (queue_.empty() && !busy_ && ++idle_ticks >= kLazyIdleTicks) lazy_ = false;
+      }
       if (queue_.empty()) return;  // stopping, and everything queued has run
       item = std::move(queue_.front());
       queue_.pop_front();
       cause = cause_;
       busy_ = true;
+      lazy_ = false;  // nobody waited for this one: back to waking at once
     }
     RunItem(item, cause);
   }
@@ -202,6 +215,7 @@ void WorkQueue::Run() {
 bool WorkQueue::RunIfNext(const QueuedWork* work) {
   Item item;
   absl::Status cause;
+  bool became_lazy = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (busy_ || queue_.empty() || queue_.front().work.get() != work) return false;
@@ -209,7 +223,11 @@ bool WorkQueue::RunIfNext(const QueuedWork* work) {
     queue_.pop_front();
     cause = cause_;
     busy_ = true;
+    became_lazy = !lazy_;
+    lazy_ = true;  // the caller waits for its operations: Note [Lazy queue thread]
   }
+  // Once per switch: the thread, asleep until woken, starts looking every tick instead.
+  if (became_lazy) cv_.notify_one();
   ScopedLogRank log_rank(rank_, world_size_);
   RunItem(item, cause);
   return true;
@@ -227,11 +245,15 @@ void WorkQueue::RunItem(Item& item, const absl::Status& cause) {
     if (!status.ok() && result.poison) Poison(status);
     item.work->Complete(std::move(status));
   }
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;
+    // The queue thread waits for this one to finish only if there is more to run or it is
+    // stopping; otherwise Enqueue wakes it. (A wake-up for nothing is two context switches.)
+    wake = !queue_.empty() || stopping_;
   }
-  cv_.notify_one();  // the queue thread may have been waiting for this one to finish
+  if (wake) cv_.notify_one();
 }
 
 }  // namespace paddle

@@ -12,7 +12,8 @@
 //   next EPOLLOUT edge, batching several queued messages into one sendmsg. Writers hold send_mu_,
 //   so the socket's byte stream is never interleaved. Invariant: the send queue is non-empty only
 //   if the last write met EAGAIN, so an EPOLLOUT edge is sure to come.
-//  Receiving (loop thread): the socket is read into a 64 KiB staging buffer while a header is
+//  Receiving (the reader: the loop thread, or a waiting thread, Note [Waiter reads] in
+//   tcp_request.h): the socket is read into a 64 KiB staging buffer while a header is
 //   expected, so a burst of small messages costs one read() and their payloads one small copy.
 //   The header names the tag; the oldest posted Recv with that tag is matched and the payload is
 //   read straight into the caller's buffer (readv with the staging buffer as a second vector, to
@@ -21,12 +22,13 @@
 //   message is still arriving claims it: the loop copies the part already there and reads the
 //   rest straight into the caller's buffer.
 //  Matching state (posted receives, unexpected messages) is shared with the calling threads under
-//   recv_mu_; the message being read and the staging buffer belong to the loop thread alone, and
-//   no lock is held across read() or while copying a large payload.
+//   recv_mu_; the message being read and the staging buffer belong to the reader alone, and
+//   recv_mu_ is not held across read() or while copying a large payload.
 //  Failure: a peer that closes, a read or write error, a bad header or a size mismatch poisons
 //   the whole transport (Owner::Poison); the loop then calls Fail() on every channel, which fails
-//   every queued and posted op and stops all I/O on the socket. Only the loop thread moves data
-//   into posted receive buffers, so failing them there can never race with a read into them.
+//   every queued and posted op and stops all I/O on the socket. Only the reader moves data into
+//   posted receive buffers and Fail takes the reader role first, so failing them can never race
+//   with a read into them.
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_CHANNEL_H_
 #define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_CHANNEL_H_
 
@@ -66,8 +68,10 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   };
 
   // `wait_spin`: how long a Wait() on this channel's requests spins before sleeping.
+  // `waiter_reads`: whether a thread waiting for a receive may read the socket itself (Note
+  // [Waiter reads] in tcp_request.h).
   TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop, Owner* owner,
-             absl::Duration wait_spin);
+             absl::Duration wait_spin, bool waiter_reads);
   ~TcpChannel() override;
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
@@ -85,6 +89,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   void Fail(const absl::Status& cause);
 
   bool OnEvents(uint32_t events) override;
+
+  // Note [Waiter reads]: if the reader role is free, reads the socket on the calling thread until
+  // `op` completes, `deadline` passes or the transport fails, sleeping in poll() on the socket
+  // meanwhile; returns at once if another thread holds the role.
+  static void ReadForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline);
 
   // Whether the peer has closed or reset the connection, as the kernel sees it now (even with
   // unread data before the close). Any thread.
@@ -121,8 +130,12 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // written in full. An error is the write failure, to poison with.
   absl::Status WriteQueued(std::vector<std::shared_ptr<TcpOp>>* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
-  // Loop thread: reads until EAGAIN or the per-turn budget; returns true if the budget ran out.
+  // The reader (Note [Waiter reads]): reads until EAGAIN or the per-turn budget; returns true if
+  // the budget ran out.
   bool ReadAvailable(absl::Status* error);
+  // After the reader role was released: while an input edge was missed meanwhile, takes the role
+  // again if free and reads. Not on the loop thread.
+  static void ReadMissed(TcpReaderHook& hook);
   // Loop thread, under recv_mu_: parses what the staging buffer holds, moving payloads to their
   // destination; `done` gets the receives completed.
   absl::Status ConsumeStaged(std::vector<std::shared_ptr<TcpOp>>* done)
@@ -153,6 +166,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   TcpLoop* const loop_;
   Owner* const owner_;
   const absl::Duration wait_spin_;
+  const bool waiter_reads_;
 
   std::mutex send_mu_;
   std::deque<std::shared_ptr<TcpOp>> send_queue_ ABSL_GUARDED_BY(send_mu_);
@@ -167,8 +181,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   int64_t recv_seq_ ABSL_GUARDED_BY(recv_mu_) = 0;
   bool recv_closed_ ABSL_GUARDED_BY(recv_mu_) = false;
 
+  const std::shared_ptr<TcpReaderHook> reader_ = std::make_shared<TcpReaderHook>();
+
   // Loop thread only.
   bool io_closed_ = false;
+  // The reader only (Note [Waiter reads]): guarded by reader_->mu.
   Inbound in_;
   std::unique_ptr<char[]> staging_;
   size_t staged_begin_ = 0;

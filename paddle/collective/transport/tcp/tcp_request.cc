@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "paddle/collective/transport/tcp/tcp_channel.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -71,6 +72,8 @@ bool TcpOp::Await(const Deadline& deadline, absl::Duration spin, absl::Status* s
 }
 
 absl::Status TcpRequest::Wait(const Deadline& deadline) {
+  if (reader_ != nullptr && !op_->IsCompleted())
+    TcpChannel::ReadForWaiter(*reader_, *op_, deadline);
   absl::Status status;
   if (op_->Await(deadline, spin_, &status)) return status;
   const TcpLinkInfo& link = *link_;

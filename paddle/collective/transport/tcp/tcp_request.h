@@ -44,6 +44,30 @@ struct TcpLinkInfo {
   std::string peer_address;
 };
 
+class TcpChannel;
+
+// Note [Waiter reads]. The reading side of a channel, shared by the channel and its receive
+// requests. `mu` is the reader role: whoever holds it (the loop thread on an input edge, or a
+// thread waiting for one of the channel's receives) alone reads the socket and parses what
+// arrives. A waiter that takes it reads the socket itself, and sleeps in poll() on the socket
+// rather than on a condition variable the loop thread must signal: the message goes from the
+// kernel to the waiting thread with one wake-up instead of two (epoll wakes the loop thread,
+// which wakes the waiter), which on the 2-core development VM was most of a small message's
+// latency. Only receives of up to kWaiterReadMaxBytes (tcp_channel.cc) take this path. Rules:
+//  - Waiters only try_lock; one that cannot read sleeps on its op as before (the holder reads
+//    its message too, and completes it).
+//  - The loop thread sets `missed` before its try_lock; a holder that releases the role checks
+//    `missed` after unlocking and, if set, takes the role again and reads, so an input edge the
+//    loop had to skip is never lost.
+//  - TcpChannel::Fail shuts the socket down before taking the role: that wakes a waiter asleep in
+//    poll(). The channel's destructor detaches itself (channel = nullptr) under `mu`, so a request
+//    that outlives its transport never touches it.
+struct TcpReaderHook {
+  std::mutex mu;
+  TcpChannel* channel = nullptr;  // guarded by mu
+  std::atomic<bool> missed{false};
+};
+
 // A copy of `status` that shares nothing with it (see Note [Locks and ThreadSanitizer]).
 absl::Status CopyStatus(const absl::Status& status);
 
@@ -91,9 +115,10 @@ class TcpOp {
 
 class TcpRequest final : public TransportRequest {
  public:
+  // `reader`: for receives, the channel's reading side (Note [Waiter reads]); null for sends.
   TcpRequest(std::shared_ptr<TcpOp> op, std::shared_ptr<const TcpLinkInfo> link,
-             absl::Duration spin)
-      : op_(std::move(op)), link_(std::move(link)), spin_(spin) {}
+             absl::Duration spin, std::shared_ptr<TcpReaderHook> reader)
+      : op_(std::move(op)), link_(std::move(link)), spin_(spin), reader_(std::move(reader)) {}
 
   // A timeout names the op, its progress and the time waited.
   absl::Status Wait(const Deadline& deadline) override;
@@ -103,6 +128,7 @@ class TcpRequest final : public TransportRequest {
   std::shared_ptr<TcpOp> op_;
   std::shared_ptr<const TcpLinkInfo> link_;
   absl::Duration spin_;
+  std::shared_ptr<TcpReaderHook> reader_;
 };
 
 }  // namespace paddle

@@ -38,6 +38,7 @@ struct TcpTuning {
   absl::Duration wait_spin = absl::Microseconds(0);
   absl::Duration busy_poll = absl::Microseconds(0);
   int socket_buffer_bytes = 0;
+  bool waiter_reads = true;  // Note [Waiter reads] in tcp_request.h
 };
 
 int64_t EnvInt(const char* name, int64_t fallback) {
@@ -59,6 +60,7 @@ TcpTuning TuningFromEnv() {
       EnvInt("PADDLE_TCP_WAIT_SPIN_US", absl::ToInt64Microseconds(defaults.wait_spin)));
   t.busy_poll = absl::Microseconds(
       EnvInt("PADDLE_TCP_BUSY_POLL_US", absl::ToInt64Microseconds(defaults.busy_poll)));
+  t.waiter_reads = EnvInt("PADDLE_TCP_WAITER_READS", defaults.waiter_reads ? 1 : 0) != 0;
   t.socket_buffer_bytes = static_cast<int>(std::min<int64_t>(
       EnvInt("PADDLE_SOCKET_BUFFER_BYTES", defaults.socket_buffer_bytes), 1 << 30));
   return t;
@@ -116,9 +118,9 @@ absl::Status TcpTransport::Start(std::vector<TcpMeshLink> links, const TcpTuning
     link->world_size = world_size_;
     link->peer = peer;
     link->peer_address = links[peer].address;
-    channels_[peer] =
-        std::make_unique<TcpChannel>(std::move(link), std::move(links[peer].socket), loop_.get(),
-                                     static_cast<Owner*>(this), tuning.wait_spin);
+    channels_[peer] = std::make_unique<TcpChannel>(std::move(link), std::move(links[peer].socket),
+                                                   loop_.get(), static_cast<Owner*>(this),
+                                                   tuning.wait_spin, tuning.waiter_reads);
   }
   for (auto& channel : channels_) {
     if (channel != nullptr) RETURN_IF_ERROR(channel->Start());
