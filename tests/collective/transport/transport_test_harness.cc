@@ -128,15 +128,16 @@ std::string WorkerProcess::Output() const {
   return text.str();
 }
 
-std::vector<WorkerProcess> StartWorkerProcesses(const std::vector<std::vector<std::string>>& args) {
+std::vector<WorkerProcess> StartWorkerProcesses(const std::vector<std::vector<std::string>>& args,
+                                                const std::string& program) {
   std::vector<WorkerProcess> workers(args.size());
   const char* tmp = std::getenv("TEST_TMPDIR");
   static std::atomic<int> started{0};
   for (size_t i = 0; i < args.size(); ++i) {
     WorkerProcess& w = workers[i];
     w.output_path =
-        absl::StrCat(tmp ? tmp : "/tmp", "/transport_worker_", getpid(), "_", started++, ".log");
-    std::vector<std::string> full = {"/proc/self/exe"};
+        absl::StrCat(tmp ? tmp : "/tmp", "/worker_process_", getpid(), "_", started++, ".log");
+    std::vector<std::string> full = {program};
     full.insert(full.end(), args[i].begin(), args[i].end());
     std::vector<char*> argv;
     for (auto& a : full) argv.push_back(a.data());

@@ -84,7 +84,7 @@ void RunRankThreads(int world, const TransportFactory& factory,
                     const std::function<void(RankContext&)>& body,
                     const RankThreadsOptions& options = {});
 
-// One worker process: this binary run again with `args` after argv[0].
+// One worker process: a program (by default this test binary again) run with some arguments.
 struct WorkerProcess {
   pid_t pid = -1;
   std::string output_path;  // its stdout and stderr
@@ -93,7 +93,10 @@ struct WorkerProcess {
   std::string Output() const;
 };
 
-std::vector<WorkerProcess> StartWorkerProcesses(const std::vector<std::vector<std::string>>& args);
+// Starts one process per entry of `args`, each running `program` (default: this binary) with
+// those arguments, stdout and stderr to a file; they die with the test if it crashes.
+std::vector<WorkerProcess> StartWorkerProcesses(const std::vector<std::vector<std::string>>& args,
+                                                const std::string& program = "/proc/self/exe");
 // Waits for every worker to exit, up to `limit`; then kills the rest and fails the test.
 void WaitForWorkerProcesses(std::vector<WorkerProcess>& workers, absl::Duration limit);
 
