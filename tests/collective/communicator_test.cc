@@ -145,6 +145,31 @@ TEST(CommunicatorFactoryTest, EnvironmentSettingsAreChecked) {
   unsetenv("PADDLE_DEBUG_CHECKS");
   ASSERT_FALSE(comm.ok());
   EXPECT_THAT(comm.status().message(), HasSubstr("PADDLE_DEBUG_CHECKS=maybe"));
+
+  for (const char* bad : {"100", "1M", "-5"}) {
+    setenv("PADDLE_PIECE_BYTES", bad, 1);
+    comm = Communicator::Create(options);
+    unsetenv("PADDLE_PIECE_BYTES");
+    ASSERT_FALSE(comm.ok()) << bad;
+    EXPECT_THAT(comm.status().message(),
+                HasSubstr(absl::StrCat("PADDLE_PIECE_BYTES=", bad, " is not a byte count")));
+  }
+}
+
+// A piece size other than the default still gives exact results (pipelined and segmented
+// algorithms cut the buffer differently).
+TEST(CommunicatorFactoryTest, PieceSizeFromTheEnvironment) {
+  setenv("PADDLE_PIECE_BYTES", "4096", 1);
+  std::unique_ptr<CommGroup> group = MakeGroup(3);
+  unsetenv("PADDLE_PIECE_BYTES");
+  ASSERT_NE(group, nullptr);
+  std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 100003, 700 + seed));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
 }
 
 TEST(CommunicatorFactoryTest, SingleRankNeedsNoStore) {

@@ -51,6 +51,7 @@ namespace {
 
 constexpr char kTransportEnvVar[] = "PADDLE_TRANSPORT";
 constexpr char kDebugChecksEnvVar[] = "PADDLE_DEBUG_CHECKS";
+constexpr char kPieceBytesEnvVar[] = "PADDLE_PIECE_BYTES";
 
 // Note [Native communicator tags].
 constexpr uint64_t kControlTagBit = uint64_t{1} << 63;
@@ -66,12 +67,13 @@ struct Settings {
   std::string transport;  // "tcp"
   AlgorithmSelector selector;
   bool debug_checks = false;
+  size_t piece_bytes = kDefaultPieceBytes;  // of the pipelined and segmented algorithms
 
-  // "transport=tcp algorithm=auto debug_checks=0": what rank 0 publishes.
+  // "transport=tcp algorithm=auto debug_checks=0 piece_bytes=262144": what rank 0 publishes.
   std::string Describe() const {
     return absl::StrCat("transport=", transport, " algorithm=",
                         selector.forced().has_value() ? AlgorithmName(*selector.forced()) : "auto",
-                        " debug_checks=", debug_checks ? 1 : 0);
+                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", piece_bytes);
   }
 };
 
@@ -113,6 +115,16 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
                debug == "off")) {
     return absl::InvalidArgumentError(
         absl::StrCat(kDebugChecksEnvVar, "=", debug, " is not a boolean; use 1 or 0"));
+  }
+
+  const std::string piece = Env(kPieceBytesEnvVar);
+  if (!piece.empty()) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(piece, &bytes) || bytes < 4096 || bytes > (uint64_t{1} << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kPieceBytesEnvVar, "=", piece, " is not a byte count from 4096 to 1073741824"));
+    }
+    settings.piece_bytes = static_cast<size_t>(bytes);
   }
   return settings;
 }
@@ -259,7 +271,7 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
     if (!s.ok()) return {s, /*poison=*/!absl::IsInvalidArgument(s)};
   }
   AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
-  ctx.set_scratch_arena(scratch_);
+  ctx.set_scratch_arena(scratch_).set_piece_bytes(settings_.piece_bytes);
   return body(ctx);
 }
 
@@ -669,10 +681,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
       return Annotate(rank0.status(), absl::StrCat(where, ": reading rank 0's settings"));
     }
     if (*rank0 != config) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": rank 0 runs with \"", *rank0, "\" but this rank with \"", config,
-          "\"; set PADDLE_TRANSPORT, PADDLE_ALGO and PADDLE_DEBUG_CHECKS (or the matching "
-          "CommunicatorOptions) alike on every rank"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": rank 0 runs with \"", *rank0, "\" but this rank with \"", config,
+                       "\"; set PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS and "
+                       "PADDLE_PIECE_BYTES (or the "
+                       "matching CommunicatorOptions) alike on every rank"));
     }
   }
   PADDLE_LOG(INFO, COLL) << where << " ready: " << config;
