@@ -133,6 +133,8 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // The reader (Note [Waiter reads]): reads until EAGAIN or the per-turn budget; returns true if
   // the budget ran out.
   bool ReadAvailable(absl::Status* error);
+  // The reader, after a read met EAGAIN: sets SO_RCVLOWAT for what is due next.
+  void SetLowWater();
   // After the reader role was released: while an input edge was missed meanwhile, takes the role
   // again if free and reads. Not on the loop thread.
   static void ReadMissed(TcpReaderHook& hook);
@@ -191,6 +193,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   size_t staged_begin_ = 0;
   size_t staged_end_ = 0;
   bool read_into_payload_ = false;  // the last read's first vector was in_'s payload
+  int low_water_ = 1;               // the socket's SO_RCVLOWAT (Note [Receive low-water mark])
 };
 
 }  // namespace paddle
