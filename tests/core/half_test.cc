@@ -162,7 +162,9 @@ class ConvertTest : public ::testing::TestWithParam<std::tuple<const Format*, Co
  protected:
   void SetUp() override {
     if (!ConvertPathAvailable(path())) {
-      GTEST_SKIP() << "path " << ConvertPathName(path()) << " not available: CPU lacks AVX2/F16C";
+      GTEST_SKIP() << "path " << ConvertPathName(path())
+                   << " not available: CPU lacks AVX2/F16C; it runs on any x86-64 CPU with them, "
+                      "such as the CI machine's";
     }
   }
   const Format& format() const { return *std::get<0>(GetParam()); }
@@ -410,7 +412,7 @@ TEST_P(ConvertTest, FlushToZeroModesChangeNothing) {
   EXPECT_EQ(0, std::memcmp(widened.data(), widened_before.data(), all.size() * sizeof(float)));
   EXPECT_EQ(narrowed, narrowed_before);
 #else
-  GTEST_SKIP() << "MXCSR is x86 only";
+  GTEST_SKIP() << "MXCSR is x86 only; this test runs on x86-64 builds (the CI machine)";
 #endif
 }
 

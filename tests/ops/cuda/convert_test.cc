@@ -128,12 +128,21 @@ uint32_t Bits(float f) {
   return b;
 }
 
+// Where the GPU tests do run: the CUDA build on a machine with an NVIDIA GPU, i.e. the device
+// machine (an H200) that the GPU issue's check script uses; everywhere else they skip.
+constexpr char kRunsOnGpu[] =
+    "these tests run on a machine with an NVIDIA GPU (the device machine of the GPU issue)";
+
 class GpuConvertTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status().message();
-    if (*count == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found 0 devices";
+    if (!count.ok()) {
+      GTEST_SKIP() << "no CUDA device: " << count.status().message() << "; " << kRunsOnGpu;
+    }
+    if (*count == 0) {
+      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found 0 devices; " << kRunsOnGpu;
+    }
   }
 };
 
@@ -225,7 +234,11 @@ TEST(CudaConvertTest, EmptyInputIsOkAndLaunchesNothing) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(GpuConvertTest, Skipped) { GTEST_SKIP() << "built without CUDA"; }
+TEST(GpuConvertTest, Skipped) {
+  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); the CUDA tests run in the "
+                  "default build on a machine with the toolkit and an NVIDIA GPU (the device "
+                  "machine of the GPU issue)";
+}
 
 #endif  // PADDLE_WITH_CUDA
 

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "paddle/collective/argument_checks.h"
 #include "paddle/collective/backends/gloo/gloo_connection.h"
 #include "paddle/collective/backends/gloo/gloo_work.h"
 #include "paddle/collective/reduction.h"
@@ -68,50 +69,13 @@ std::function<void(void*, const void*, const void*, size_t)> ReductionFunction(D
   };
 }
 
-absl::Status CheckTensor(const Tensor& tensor, absl::string_view name) {
-  if (!tensor.defined()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " is undefined (no storage)"));
-  }
-  if (!tensor.device().is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " is ", tensor.ToString(), "; the Gloo backend moves CPU tensors only"));
-  }
-  if (!tensor.is_contiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " ", tensor.ToString(), " is not contiguous; pass tensor.Contiguous()"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSameDType(const Tensor& input, const Tensor& output) {
-  if (input.dtype() == output.dtype()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("input is ", DTypeName(input.dtype()),
-                                                 " but output is ", DTypeName(output.dtype())));
-}
-
-absl::Status CheckRank(int rank, int size, absl::string_view what) {
-  if (rank >= 0 && rank < size) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " ", rank, " is out of range for world size ", size));
-}
-
-// Element counts to byte counts, checking each is >= 0; returns their sum in elements.
-absl::StatusOr<int64_t> CountsToBytes(absl::Span<const int64_t> counts, size_t element_size,
+// Element counts to byte counts (CheckCountsArgument first); returns their sum in elements.
+absl::StatusOr<int64_t> CountsToBytes(const std::vector<int64_t>& counts, size_t element_size,
                                       int size, absl::string_view name,
                                       std::vector<int64_t>* bytes) {
-  if (static_cast<int>(counts.size()) != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " has ", counts.size(), " entries; it needs one per rank (", size, ")"));
-  }
   int64_t total = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    if (counts[r] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, "[", r, "] is ", counts[r], "; counts must be >= 0"));
-    }
-    total += counts[r];
-    bytes->push_back(counts[r] * static_cast<int64_t>(element_size));
-  }
+  RETURN_IF_ERROR(CheckCountsArgument(counts, size, name, &total));
+  for (int64_t count : counts) bytes->push_back(count * static_cast<int64_t>(element_size));
   return total;
 }
 
@@ -486,7 +450,7 @@ std::shared_ptr<Work> GlooCommunicator::Broadcast(Tensor tensor, int root, CallO
               0,
               static_cast<int64_t>(tensor.nbytes())};
   absl::Status check = CheckTensor(tensor, "tensor");
-  if (check.ok()) check = CheckRank(root, size_, "root");
+  if (check.ok()) check = CheckRankArgument(root, size_, "root");
   return Enqueue(info, call, true, check, [this, tensor, root](const GlooCallInfo& c) {
     if (tensor.numel() == 0) return absl::OkStatus();
     return CallGloo(c, [&] {
@@ -511,7 +475,7 @@ std::shared_ptr<Work> GlooCommunicator::Reduce(Tensor tensor, int root, ReduceOp
               0,
               static_cast<int64_t>(tensor.nbytes())};
   absl::Status check = CheckTensor(tensor, "tensor");
-  if (check.ok()) check = CheckRank(root, size_, "root");
+  if (check.ok()) check = CheckRankArgument(root, size_, "root");
   if (check.ok()) check = CheckReduction(tensor.dtype(), op);
   return Enqueue(info, call, true, check, [this, tensor, root, op](const GlooCallInfo& c) {
     if (tensor.numel() == 0) return absl::OkStatus();
@@ -543,7 +507,7 @@ std::shared_ptr<Work> GlooCommunicator::Allgather(Tensor input, Tensor output, C
               static_cast<int64_t>(output.nbytes())};
   absl::Status check = CheckTensor(input, "input");
   if (check.ok()) check = CheckTensor(output, "output");
-  if (check.ok()) check = CheckSameDType(input, output);
+  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
   if (check.ok() && output.numel() != input.numel() * size_) {
     check = absl::InvalidArgumentError(
         absl::StrCat("output has ", output.numel(),
@@ -575,7 +539,7 @@ std::shared_ptr<Work> GlooCommunicator::Allgatherv(Tensor input, Tensor output,
   std::vector<int64_t> bytes;
   absl::Status check = CheckTensor(input, "input");
   if (check.ok()) check = CheckTensor(output, "output");
-  if (check.ok()) check = CheckSameDType(input, output);
+  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
   if (check.ok()) {
     absl::StatusOr<int64_t> total =
         CountsToBytes(counts, input.element_size(), size_, "counts", &bytes);
@@ -613,7 +577,7 @@ std::shared_ptr<Work> GlooCommunicator::ReduceScatter(Tensor input, Tensor outpu
               static_cast<int64_t>(input.nbytes())};
   absl::Status check = CheckTensor(input, "input");
   if (check.ok()) check = CheckTensor(output, "output");
-  if (check.ok()) check = CheckSameDType(input, output);
+  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
   if (check.ok()) check = CheckReduction(input.dtype(), op);
   if (check.ok() && input.numel() != output.numel() * size_) {
     check = absl::InvalidArgumentError(
@@ -644,7 +608,7 @@ std::shared_ptr<Work> GlooCommunicator::Alltoall(Tensor input, Tensor output, Ca
               static_cast<int64_t>(input.nbytes())};
   absl::Status check = CheckTensor(input, "input");
   if (check.ok()) check = CheckTensor(output, "output");
-  if (check.ok()) check = CheckSameDType(input, output);
+  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
   if (check.ok() && (input.numel() != output.numel() || input.numel() % size_ != 0)) {
     check = absl::InvalidArgumentError(
         absl::StrCat("input has ", input.numel(), " elements and output ", output.numel(),
@@ -678,7 +642,7 @@ std::shared_ptr<Work> GlooCommunicator::Alltoallv(Tensor input, Tensor output,
   std::vector<int64_t> send_bytes, recv_bytes;
   absl::Status check = CheckTensor(input, "input");
   if (check.ok()) check = CheckTensor(output, "output");
-  if (check.ok()) check = CheckSameDType(input, output);
+  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
   if (check.ok()) {
     absl::StatusOr<int64_t> sent =
         CountsToBytes(send_counts, input.element_size(), size_, "send_counts", &send_bytes);
@@ -730,7 +694,7 @@ std::shared_ptr<Work> GlooCommunicator::Send(Tensor tensor, int dst, uint32_t ta
               tag,
               static_cast<int64_t>(tensor.nbytes())};
   absl::Status check = CheckTensor(tensor, "tensor");
-  if (check.ok()) check = CheckRank(dst, size_, "destination rank");
+  if (check.ok()) check = CheckRankArgument(dst, size_, "destination rank");
   if (check.ok() && dst == rank_) check = absl::InvalidArgumentError("send to this rank itself");
   return Enqueue(info, call, false, check, [this, tensor, dst, tag](const GlooCallInfo& c) {
     return CallGloo(c, [&] {
@@ -752,7 +716,7 @@ std::shared_ptr<Work> GlooCommunicator::Recv(Tensor tensor, int src, uint32_t ta
               tag,
               static_cast<int64_t>(tensor.nbytes())};
   absl::Status check = CheckTensor(tensor, "tensor");
-  if (check.ok()) check = CheckRank(src, size_, "source rank");
+  if (check.ok()) check = CheckRankArgument(src, size_, "source rank");
   if (check.ok() && src == rank_) check = absl::InvalidArgumentError("recv from this rank itself");
   return Enqueue(info, call, false, check, [this, tensor, src, tag](const GlooCallInfo& c) {
     return CallGloo(c, [&] {
@@ -767,7 +731,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(std::vecto
   // Every rank counts its Split calls alike, so each call gets its own store prefix.
   const uint64_t index = splits_++;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    RETURN_IF_ERROR(CheckRank(ranks[i], size_, "Split: rank"));
+    RETURN_IF_ERROR(CheckRankArgument(ranks[i], size_, "Split: rank"));
     if (i > 0 && ranks[i] <= ranks[i - 1]) {
       return absl::InvalidArgumentError(absl::StrCat("Split: ranks [", absl::StrJoin(ranks, ", "),
                                                      "] must be sorted and unique"));

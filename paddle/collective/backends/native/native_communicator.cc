@@ -35,7 +35,7 @@
 #include "paddle/collective/algorithms/ring_allgather.h"
 #include "paddle/collective/algorithms/ring_reduce_scatter.h"
 #include "paddle/collective/algorithms/tree_reduce.h"
-#include "paddle/collective/backends/native/argument_checks.h"
+#include "paddle/collective/argument_checks.h"
 #include "paddle/collective/backends/native/collective_call.h"
 #include "paddle/collective/backends/native/debug_checks.h"
 #include "paddle/collective/backends/native/work_queue.h"
@@ -76,6 +76,16 @@ struct Settings {
                         " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", piece_bytes);
   }
 };
+
+// The fields of a call that moves `count` elements of `dtype`.
+CollectiveCall TensorCall(OpKind kind, DType dtype, int64_t count) {
+  CollectiveCall call;
+  call.kind = kind;
+  call.has_dtype = true;
+  call.dtype = dtype;
+  call.count = count;
+  return call;
+}
 
 std::string Env(const char* name) {
   const char* value = std::getenv(name);
@@ -205,6 +215,9 @@ class NativeCommunicator final : public Communicator {
   WorkQueue::TaskResult RunTask(const CollectiveCall& call, uint64_t seq, absl::Duration timeout,
                                 const Body& body);
   // Posts one point-to-point message and waits for it within ctx's deadline.
+  // Send (is_send) or Recv with `peer`: the arguments checked, then queued.
+  std::shared_ptr<Work> SubmitPointToPoint(bool is_send, const Tensor& tensor, int peer,
+                                           uint32_t tag, const CallOptions& call_options);
   absl::Status PointToPoint(const AlgorithmContext& ctx, bool is_send, const Tensor& tensor,
                             int peer, uint32_t tag);
   // Creates this rank's communicator of the split group (on the queue thread).
@@ -279,11 +292,7 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
 
 std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
                                                     CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kAllreduce;
-  call.has_dtype = true;
-  call.dtype = tensor.dtype();
-  call.count = tensor.numel();
+  CollectiveCall call = TensorCall(OpKind::kAllreduce, tensor.dtype(), tensor.numel());
   call.has_op = true;
   call.op = op;
   absl::Status args = CheckTensor(tensor, "tensor");
@@ -295,11 +304,7 @@ std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
 
 std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
                                                     CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kBroadcast;
-  call.has_dtype = true;
-  call.dtype = tensor.dtype();
-  call.count = tensor.numel();
+  CollectiveCall call = TensorCall(OpKind::kBroadcast, tensor.dtype(), tensor.numel());
   call.root = root;
   absl::Status args = CheckTensor(tensor, "tensor");
   if (args.ok()) args = CheckRankArgument(root, size(), "root");
@@ -310,11 +315,7 @@ std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
 
 std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, ReduceOp op,
                                                  CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kReduce;
-  call.has_dtype = true;
-  call.dtype = tensor.dtype();
-  call.count = tensor.numel();
+  CollectiveCall call = TensorCall(OpKind::kReduce, tensor.dtype(), tensor.numel());
   call.has_op = true;
   call.op = op;
   call.root = root;
@@ -328,11 +329,7 @@ std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, Reduce
 
 std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
                                                     CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kAllgather;
-  call.has_dtype = true;
-  call.dtype = input.dtype();
-  call.count = input.numel();
+  CollectiveCall call = TensorCall(OpKind::kAllgather, input.dtype(), input.numel());
   absl::Status args = CheckTensor(input, "input");
   if (args.ok()) args = CheckTensor(output, "output");
   if (args.ok()) args = CheckSameDType(input, "input", output, "output");
@@ -391,11 +388,7 @@ std::shared_ptr<Work> NativeCommunicator::Allgatherv(Tensor input, Tensor output
 
 std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp op,
                                                         CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kReduceScatter;
-  call.has_dtype = true;
-  call.dtype = input.dtype();
-  call.count = output.numel();
+  CollectiveCall call = TensorCall(OpKind::kReduceScatter, input.dtype(), output.numel());
   call.has_op = true;
   call.op = op;
   absl::Status args = CheckTensor(input, "input");
@@ -451,11 +444,7 @@ std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
                                                     std::vector<int64_t> send_counts,
                                                     std::vector<int64_t> recv_counts,
                                                     CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kAlltoallv;
-  call.has_dtype = true;
-  call.dtype = input.dtype();
-  call.count = input.numel();
+  CollectiveCall call = TensorCall(OpKind::kAlltoallv, input.dtype(), input.numel());
   call.counts = send_counts;
   call.recv_counts = recv_counts;
   int64_t send_total = 0;
@@ -492,40 +481,32 @@ std::shared_ptr<Work> NativeCommunicator::Barrier(CallOptions call_options) {
 
 std::shared_ptr<Work> NativeCommunicator::Send(Tensor tensor, int dst, uint32_t tag,
                                                CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kSend;
-  call.has_dtype = true;
-  call.dtype = tensor.dtype();
-  call.count = tensor.numel();
-  call.root = dst;
-  call.tag = tag;
-  absl::Status args = CheckTensor(tensor, "tensor");
-  if (args.ok()) args = CheckRankArgument(dst, size(), "destination rank");
-  if (args.ok() && dst == rank()) {
-    args = absl::InvalidArgumentError(absl::StrCat("rank ", dst, " cannot send to itself"));
-  }
-  return Submit(call, args, call_options, [this, tensor, dst, tag](const AlgorithmContext& ctx) {
-    return PointToPoint(ctx, /*is_send=*/true, tensor, dst, tag);
-  });
+  return SubmitPointToPoint(/*is_send=*/true, tensor, dst, tag, call_options);
 }
 
 std::shared_ptr<Work> NativeCommunicator::Recv(Tensor tensor, int src, uint32_t tag,
                                                CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kRecv;
-  call.has_dtype = true;
-  call.dtype = tensor.dtype();
-  call.count = tensor.numel();
-  call.root = src;
+  return SubmitPointToPoint(/*is_send=*/false, tensor, src, tag, call_options);
+}
+
+std::shared_ptr<Work> NativeCommunicator::SubmitPointToPoint(bool is_send, const Tensor& tensor,
+                                                             int peer, uint32_t tag,
+                                                             const CallOptions& call_options) {
+  CollectiveCall call =
+      TensorCall(is_send ? OpKind::kSend : OpKind::kRecv, tensor.dtype(), tensor.numel());
+  call.root = peer;
   call.tag = tag;
   absl::Status args = CheckTensor(tensor, "tensor");
-  if (args.ok()) args = CheckRankArgument(src, size(), "source rank");
-  if (args.ok() && src == rank()) {
-    args = absl::InvalidArgumentError(absl::StrCat("rank ", src, " cannot receive from itself"));
+  if (args.ok())
+    args = CheckRankArgument(peer, size(), is_send ? "destination rank" : "source rank");
+  if (args.ok() && peer == rank()) {
+    args = absl::InvalidArgumentError(absl::StrCat(
+        "rank ", peer, is_send ? " cannot send to itself" : " cannot receive from itself"));
   }
-  return Submit(call, args, call_options, [this, tensor, src, tag](const AlgorithmContext& ctx) {
-    return PointToPoint(ctx, /*is_send=*/false, tensor, src, tag);
-  });
+  return Submit(call, args, call_options,
+                [this, is_send, tensor, peer, tag](const AlgorithmContext& ctx) {
+                  return PointToPoint(ctx, is_send, tensor, peer, tag);
+                });
 }
 
 absl::Status NativeCommunicator::PointToPoint(const AlgorithmContext& ctx, bool is_send,

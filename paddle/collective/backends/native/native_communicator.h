@@ -5,7 +5,7 @@
 // The pieces, each in its own file:
 //   native_communicator  the Communicator: argument checks, sequence numbers, one task per call
 //   work_queue           the operation thread, QueuedWork, Note [Communicator failure]
-//   argument_checks      the up-front checks of tensors, counts and ranks
+//   (paddle/collective/argument_checks: the up-front checks of tensors, counts and ranks)
 //   collective_call      what a call asked for, as named in Work::Describe() and errors
 //   debug_checks         Note [Collective debug checks]
 //

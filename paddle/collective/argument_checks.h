@@ -1,11 +1,12 @@
-// Argument checks of the native communicator, run on the caller's thread before an operation is
-// queued, so that a bad call fails at once with a kInvalidArgument naming the sizes, dtypes and
-// ranks involved, instead of failing halfway through an algorithm or hanging the other ranks.
+// Argument checks of the communicators (native and Gloo), run on the caller's thread before an
+// operation is queued, so that a bad call fails at once with a kInvalidArgument naming the sizes,
+// dtypes and ranks involved, instead of failing halfway through an algorithm or hanging the other
+// ranks.
 //
 // Each check returns a bare kInvalidArgument message; the communicator adds the rank, the
 // operation and its sequence number (ErrorContext).
-#ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_ARGUMENT_CHECKS_H_
-#define PADDLE_COLLECTIVE_BACKENDS_NATIVE_ARGUMENT_CHECKS_H_
+#ifndef PADDLE_COLLECTIVE_ARGUMENT_CHECKS_H_
+#define PADDLE_COLLECTIVE_ARGUMENT_CHECKS_H_
 
 #include <cstdint>
 #include <vector>
@@ -45,4 +46,4 @@ bool SameElements(const Tensor& a, const Tensor& b);
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_BACKENDS_NATIVE_ARGUMENT_CHECKS_H_
+#endif  // PADDLE_COLLECTIVE_ARGUMENT_CHECKS_H_

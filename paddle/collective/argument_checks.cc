@@ -1,5 +1,5 @@
-// Argument checks of the native communicator.
-#include "paddle/collective/backends/native/argument_checks.h"
+// Argument checks of the communicators.
+#include "paddle/collective/argument_checks.h"
 
 #include <limits>
 
@@ -17,8 +17,8 @@ absl::Status CheckTensor(const Tensor& tensor, absl::string_view name) {
   if (!tensor.device().is_cpu()) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, " ", tensor.ToString(),
-        " is not in CPU memory; the native backend moves CPU tensors only: copy it to the CPU "
-        "or use the nccl backend for GPU tensors"));
+        " is not in CPU memory; the native and Gloo backends move CPU tensors only: copy it to the "
+        "CPU or use the nccl backend for GPU tensors"));
   }
   if (!tensor.is_contiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(
