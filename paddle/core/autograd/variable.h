@@ -1,0 +1,105 @@
+// Variable: a tensor that takes part in automatic differentiation.
+//
+// A leaf Variable (a parameter or an input) is made from a tensor; with requires_grad its
+// gradient accumulates in grad() on every backward pass until ZeroGrad(). A non-leaf Variable is
+// the output of a recorded operation and carries the graph Node (grad_fn) that computes the
+// gradients of that operation's inputs. Copies of a Variable share everything (value, gradient,
+// hooks), like copies of a Tensor share storage.
+//
+// Note [Gradient ready hooks]: the data-parallel reducer needs to know the moment a parameter's
+// gradient for this backward pass is complete, so that its bucket's allreduce can start while the
+// rest of the backward pass runs. A leaf's gradient is complete when its AccumulateGrad node has
+// run: the engine runs that node once per backward, after every path to the leaf has delivered
+// its contribution. The hooks run right there, on the thread running backward, with the gradient
+// already summed into grad().
+//
+// Note [Gradients as views]: set_grad() lets the gradient be a view into memory owned elsewhere
+// (a reducer bucket). Accumulation then writes into that memory in place, and ZeroGrad() zeroes it
+// in place, so the view survives every step and no copy is made into or out of the bucket.
+#ifndef PADDLE_CORE_AUTOGRAD_VARIABLE_H_
+#define PADDLE_CORE_AUTOGRAD_VARIABLE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "paddle/core/autograd/node.h"
+#include "paddle/core/tensor.h"
+
+namespace paddle::autograd {
+
+class Variable;
+using GradReadyHook = std::function<void(const Variable&)>;
+
+class Variable {
+ public:
+  Variable() = default;  // undefined
+  // A leaf.
+  explicit Variable(Tensor data, bool requires_grad = false, std::string name = "");
+  // The output `output_nr` of the operation whose backward is `grad_fn`.
+  static Variable FromNode(Tensor data, std::shared_ptr<Node> grad_fn, int output_nr = 0);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& data() const;
+  // Replaces the value (loading a checkpoint, broadcasting parameters); same shape and dtype.
+  absl::Status set_data(const Tensor& data);
+  const Shape& shape() const { return data().shape(); }
+  bool requires_grad() const;
+  bool is_leaf() const;
+  const std::string& name() const;
+  void set_name(std::string name);
+
+  // Leaves only. Undefined until the first backward reaches this leaf or set_grad() is called.
+  const Tensor& grad() const;
+  // See Note [Gradients as views]; same shape and dtype as the value.
+  absl::Status set_grad(const Tensor& grad);
+  // Zeroes the gradient in place (keeping its memory); nothing to do while it is undefined.
+  void ZeroGrad();
+  // See Note [Gradient ready hooks]. Returns a handle for RemoveGradReadyHook.
+  int AddGradReadyHook(GradReadyHook hook);
+  void RemoveGradReadyHook(int handle);
+
+  const std::shared_ptr<Node>& grad_fn() const;
+  // Where the gradient of this Variable goes: its grad_fn, or the accumulator of a leaf that
+  // requires a gradient, or nowhere.
+  Edge GradientEdge() const;
+
+  // Backward from this scalar (one element) Variable: gradient 1.
+  absl::Status Backward() const;
+
+  // Identity, for maps keyed by parameter.
+  const void* id() const { return impl_.get(); }
+
+ private:
+  struct Impl;
+  friend class AccumulateGrad;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Adds `grad` into a leaf's gradient and runs its hooks. Made by Variable::GradientEdge().
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<Variable::Impl> leaf);
+  absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> grads) override;
+
+ private:
+  std::shared_ptr<Variable::Impl> leaf_;
+};
+
+// The output of an operation with inputs whose gradient edges are `edges` (Variable::GradientEdge
+// of each input, in the order `backward` returns their gradients). Records a FunctionNode named
+// `name` only when grad mode is on and some input requires a gradient; otherwise `backward` is
+// dropped and the result is a plain leaf that requires nothing.
+Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edges,
+                         FunctionNode::BackwardFn backward);
+
+// dst += src for CPU floating-point tensors of the same shape and dtype (any strides for src).
+absl::Status AccumulateInto(Tensor* dst, const Tensor& src);
+// a + b into a new contiguous tensor (same shape and dtype).
+absl::StatusOr<Tensor> AddTensors(const Tensor& a, const Tensor& b);
+
+}  // namespace paddle::autograd
+
+#endif  // PADDLE_CORE_AUTOGRAD_VARIABLE_H_

@@ -1,0 +1,115 @@
+// Parameter registry, naming, state dicts and train/eval mode.
+#include "paddle/nn/module.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "paddle/core/status.h"
+
+namespace paddle::nn {
+
+Variable Module::RegisterParameter(const std::string& name, Tensor value) {
+  Variable v(std::move(value), /*requires_grad=*/true, name);
+  parameters_.emplace_back(name, v);
+  return v;
+}
+
+Variable Module::RegisterBuffer(const std::string& name, Tensor value) {
+  Variable v(std::move(value), /*requires_grad=*/false, name);
+  buffers_.emplace_back(name, v);
+  return v;
+}
+
+void Module::AddChild(const std::string& name, std::shared_ptr<Module> child) {
+  child->Prefix(name + ".");
+  children_.emplace_back(name, std::move(child));
+}
+
+void Module::Prefix(const std::string& prefix) {
+  for (auto& [name, v] : parameters_) v.set_name(prefix + v.name());
+  for (auto& [name, v] : buffers_) v.set_name(prefix + v.name());
+  for (auto& [name, child] : children_) child->Prefix(prefix);
+}
+
+std::vector<std::pair<std::string, Variable>> Module::NamedParameters() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  for (const auto& [name, v] : parameters_) out.emplace_back(v.name(), v);
+  for (const auto& [name, child] : children_) {
+    for (auto& entry : child->NamedParameters()) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+std::vector<Variable> Module::Parameters() const {
+  std::vector<Variable> out;
+  for (auto& [name, v] : NamedParameters()) out.push_back(v);
+  return out;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::NamedBuffers() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  for (const auto& [name, v] : buffers_) out.emplace_back(v.name(), v);
+  for (const auto& [name, child] : children_) {
+    for (auto& entry : child->NamedBuffers()) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> Module::StateDict() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, v] : NamedParameters()) out[name] = v.data();
+  for (const auto& [name, v] : NamedBuffers()) out[name] = v.data();
+  return out;
+}
+
+absl::Status Module::LoadStateDict(const std::map<std::string, Tensor>& state, bool strict) {
+  std::vector<std::pair<std::string, Variable>> entries = NamedParameters();
+  for (auto& entry : NamedBuffers()) entries.push_back(std::move(entry));
+  // Check everything before changing anything.
+  for (const auto& [name, v] : entries) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      if (strict) return absl::NotFoundError(absl::StrCat("state dict has no entry '", name, "'"));
+      continue;
+    }
+    if (it->second.shape() != v.shape() || it->second.dtype() != v.data().dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat("state dict entry '", name, "' is ",
+                                                     it->second.ToString(), ", the model has ",
+                                                     v.data().ToString()));
+    }
+  }
+  if (strict && state.size() != entries.size()) {
+    std::map<std::string, bool> known;
+    for (const auto& [name, v] : entries) known[name] = true;
+    for (const auto& [name, t] : state) {
+      if (!known.count(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("state dict entry '", name, "' matches nothing in the ", type_));
+      }
+    }
+  }
+  for (auto& [name, v] : entries) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    Tensor dst = v.data();
+    RETURN_IF_ERROR(dst.CopyFrom(it->second));
+  }
+  return absl::OkStatus();
+}
+
+void Module::ZeroGrad() {
+  for (auto& [name, v] : NamedParameters()) v.ZeroGrad();
+}
+
+void Module::Train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->Train(on);
+}
+
+int64_t Module::NumParameters() const {
+  int64_t n = 0;
+  for (const auto& [name, v] : NamedParameters()) n += v.data().numel();
+  return n;
+}
+
+}  // namespace paddle::nn

@@ -1,0 +1,65 @@
+// LARS update: a norm pass over (w, g), then one fused pass over (w, g, v) per parameter.
+#include "paddle/optim/lars.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "paddle/core/status.h"
+#include "paddle/optim/norm.h"
+
+namespace paddle::optim {
+namespace {
+
+template <typename T>
+void LarsKernel(double lr, const LarsOptions& o, bool excluded, T* w, const T* g, T* v, int64_t n) {
+  double trust = 1.0;
+  const double wd = excluded ? 0.0 : o.weight_decay;
+  if (!excluded) {
+    double w2 = 0.0;
+    double g2 = 0.0;
+    SumSquares2(w, g, n, &w2, &g2);
+    const double wn = std::sqrt(w2);
+    const double gn = std::sqrt(g2);
+    if (wn > 0.0 && gn > 0.0) trust = o.eta * wn / (gn + wd * wn);
+  }
+  const T scaled_lr = static_cast<T>(lr * trust);
+  const T m = static_cast<T>(o.momentum);
+  const T decay = static_cast<T>(wd);
+  for (int64_t i = 0; i < n; ++i) {
+    const T vi = m * v[i] + scaled_lr * (g[i] + decay * w[i]);
+    v[i] = vi;
+    w[i] -= vi;
+  }
+}
+
+}  // namespace
+
+Lars::Lars(std::vector<autograd::Variable> params, LarsOptions options)
+    : Optimizer(std::move(params), options.lr, options.exclude, {"momentum"}),
+      options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<Lars>> Lars::Create(std::vector<autograd::Variable> params,
+                                                   LarsOptions options) {
+  if (!(options.momentum >= 0.0) || !(options.weight_decay >= 0.0) || !(options.eta > 0.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LARS: need momentum >= 0, weight_decay >= 0 and eta > 0; got momentum ", options.momentum,
+        ", weight_decay ", options.weight_decay, ", eta ", options.eta));
+  }
+  std::unique_ptr<Lars> lars(new Lars(std::move(params), std::move(options)));
+  RETURN_IF_ERROR(Annotate(lars->Init(), "LARS"));
+  return lars;
+}
+
+void Lars::Update(const ParamUpdate& p) {
+  Tensor& v = (*p.slots)[0];
+  if (p.value.dtype() == DType::kFloat32) {
+    LarsKernel<float>(lr(), options_, p.excluded, p.value.data<float>(), p.grad.data<float>(),
+                      v.data<float>(), p.value.numel());
+  } else {
+    LarsKernel<double>(lr(), options_, p.excluded, p.value.data<double>(), p.grad.data<double>(),
+                       v.data<double>(), p.value.numel());
+  }
+}
+
+}  // namespace paddle::optim

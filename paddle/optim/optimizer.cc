@@ -1,0 +1,175 @@
+// Parameter validation, the Step() driver, and checkpoint state shared by every optimizer.
+#include "paddle/optim/optimizer.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "paddle/core/autograd/grad_mode.h"
+#include "paddle/core/status.h"
+
+namespace paddle::optim {
+namespace {
+
+std::string StepKey() { return "optim/step"; }
+std::string ParamKey(const std::string& param, const std::string& what) {
+  return absl::StrCat("optim/", param, "/", what);
+}
+
+bool SupportedDType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
+
+}  // namespace
+
+bool ExcludeBelow2D(const std::string& /*name*/, const autograd::Variable& param) {
+  return param.data().dim() < 2;
+}
+
+ExcludePredicate ExcludeNone() {
+  return [](const std::string&, const autograd::Variable&) { return false; };
+}
+
+Optimizer::Optimizer(std::vector<autograd::Variable> params, double lr, ExcludePredicate exclude,
+                     std::vector<std::string> slot_names)
+    : slot_names_(std::move(slot_names)),
+      exclude_(exclude ? std::move(exclude) : ExcludePredicate(ExcludeBelow2D)),
+      lr_(lr) {
+  params_.reserve(params.size());
+  for (autograd::Variable& v : params) {
+    ParamState p;
+    p.var = std::move(v);
+    params_.push_back(std::move(p));
+  }
+}
+
+absl::Status Optimizer::Init() {
+  if (!(lr_ >= 0.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("learning rate must be >= 0, got ", lr_));
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ParamState& p = params_[i];
+    if (!p.var.defined()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter #", i, " is undefined"));
+    }
+    const std::string& name = p.var.name();
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter #", i, " (", p.var.data().ToString(),
+                       ") has no name; optimizer state is keyed by name, set_name() it"));
+    }
+    if (!names.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter name '", name, "' (#", i,
+                                                     ") is used by an earlier parameter too"));
+    }
+    const Tensor& value = p.var.data();
+    if (!SupportedDType(value.dtype()) || !value.device().is_cpu() || !value.is_contiguous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", name, "' is ", value.ToString(),
+                       (value.is_contiguous() ? "" : " (not contiguous)"),
+                       "; optimizers need contiguous float32 or float64 CPU tensors"));
+    }
+    p.excluded = exclude_(name, p.var);
+    p.slots.clear();
+    for (size_t s = 0; s < slot_names_.size(); ++s) {
+      ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(value.shape(), value.dtype()));
+      p.slots.push_back(std::move(t));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::Step() {
+  autograd::NoGradGuard no_grad;
+  std::vector<ParamUpdate> updates;
+  std::vector<ParamState*> updated;
+  for (ParamState& p : params_) {
+    const Tensor& grad = p.var.grad();
+    if (!grad.defined()) continue;
+    const Tensor& value = p.var.data();
+    if (!value.is_contiguous() || !value.device().is_cpu()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step_count_ + 1, ": parameter '", p.var.name(), "' is now ", value.ToString(),
+          ", not contiguous CPU memory; the optimizer updates it in place"));
+    }
+    // set_grad and gradient accumulation keep gradients contiguous; only the device can be off.
+    if (!grad.is_contiguous() || !grad.device().is_cpu()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("step ", step_count_ + 1, ": the gradient of '", p.var.name(), "' is ",
+                       grad.ToString(), "; optimizers read contiguous CPU gradients"));
+    }
+    updates.push_back(ParamUpdate{value, grad, &p.slots, p.step + 1, p.excluded});
+    updated.push_back(&p);
+  }
+  for (const ParamUpdate& u : updates) Update(u);
+  for (ParamState* p : updated) ++p->step;
+  ++step_count_;
+  return absl::OkStatus();
+}
+
+void Optimizer::ZeroGrad() {
+  for (ParamState& p : params_) p.var.ZeroGrad();
+}
+
+absl::Status Optimizer::SaveState(std::map<std::string, Tensor>* tensors,
+                                  std::map<std::string, int64_t>* ints) const {
+  if (tensors == nullptr || ints == nullptr) {
+    return absl::InvalidArgumentError("SaveState: tensors and ints must not be null");
+  }
+  (*ints)[StepKey()] = step_count_;
+  for (const ParamState& p : params_) {
+    (*ints)[ParamKey(p.var.name(), "step")] = p.step;
+    for (size_t s = 0; s < slot_names_.size(); ++s) {
+      ASSIGN_OR_RETURN(Tensor copy, p.slots[s].Clone());
+      (*tensors)[ParamKey(p.var.name(), slot_names_[s])] = std::move(copy);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::LoadState(const std::map<std::string, Tensor>& tensors,
+                                  const std::map<std::string, int64_t>& ints) {
+  auto find_int = [&ints](const std::string& key) -> absl::StatusOr<int64_t> {
+    auto it = ints.find(key);
+    if (it == ints.end()) {
+      return absl::NotFoundError(absl::StrCat("optimizer state: missing integer '", key, "'"));
+    }
+    if (it->second < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state: '", key, "' is ", it->second, ", must be >= 0"));
+    }
+    return it->second;
+  };
+  // Check everything before changing anything, so a bad checkpoint leaves the optimizer as it was.
+  ASSIGN_OR_RETURN(int64_t step_count, find_int(StepKey()));
+  std::vector<int64_t> steps;
+  std::vector<const Tensor*> sources;
+  for (const ParamState& p : params_) {
+    ASSIGN_OR_RETURN(int64_t step, find_int(ParamKey(p.var.name(), "step")));
+    steps.push_back(step);
+    for (size_t s = 0; s < slot_names_.size(); ++s) {
+      const std::string key = ParamKey(p.var.name(), slot_names_[s]);
+      auto it = tensors.find(key);
+      if (it == tensors.end()) {
+        return absl::NotFoundError(absl::StrCat("optimizer state: missing tensor '", key,
+                                                "' (expected ", p.slots[s].ToString(), ")"));
+      }
+      const Tensor& src = it->second;
+      if (!src.defined() || src.shape() != p.slots[s].shape() ||
+          src.dtype() != p.slots[s].dtype() || !src.device().is_cpu()) {
+        return absl::InvalidArgumentError(absl::StrCat("optimizer state: tensor '", key, "' is ",
+                                                       src.defined() ? src.ToString() : "undefined",
+                                                       ", expected ", p.slots[s].ToString()));
+      }
+      sources.push_back(&src);
+    }
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].step = steps[i];
+    for (Tensor& slot : params_[i].slots) RETURN_IF_ERROR(slot.CopyFrom(*sources[k++]));
+  }
+  step_count_ = step_count;
+  return absl::OkStatus();
+}
+
+}  // namespace paddle::optim

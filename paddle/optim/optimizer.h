@@ -1,0 +1,120 @@
+// Optimizer: the base of every parameter-update rule in paddle/optim (SGD, Adam/AdamW, LARS, LAMB).
+//
+// An optimizer owns, per parameter, its state tensors ("slots": momentum buffers, Adam moments) and
+// a per-parameter update count, and updates each parameter's value in place, through the
+// Variable's data() memory, so views of that memory (a reducer's buckets, a checkpoint writer)
+// see the new values without a copy. Parameters are float32 or float64, contiguous, on the CPU.
+//
+// Construction goes through each optimizer's static Create, which validates the parameters (every
+// one defined, named, names unique, a supported dtype and layout) and allocates zeroed state, so a
+// constructed optimizer is always usable.
+//
+// Note [Step is all or nothing]: Step() first checks every parameter that has a gradient (value
+// still contiguous CPU memory, gradient contiguous CPU memory) and only then updates; a bad
+// parameter or gradient is reported without any parameter having moved. Parameters whose gradient
+// is undefined (no backward pass reached them) are skipped: neither their value, state nor update
+// count changes, as in PyTorch.
+//
+// Note [Excluded parameters]: weight decay and layer-wise adaptation (the LARS and LAMB trust
+// ratios) hurt parameters that only shift or scale activations: biases and batch-norm gamma/beta
+// (Goyal et al. 2017; You et al. 2017, 2019). By default every parameter with fewer than two
+// dimensions is excluded from both; an `ExcludePredicate` in the options overrides that choice.
+// Unlike PyTorch, this applies to SGD and Adam weight decay too; pass `ExcludeNone()` to decay all.
+//
+// Checkpoint state (SaveState/LoadState) uses the keys
+//   "optim/step"                  ints:    number of Step() calls
+//   "optim/<param>/step"          ints:    number of updates of that parameter
+//   "optim/<param>/<slot>"        tensors: one per slot, shape and dtype of the parameter
+// so it can share maps with the model's own tensors.
+#ifndef PADDLE_OPTIM_OPTIMIZER_H_
+#define PADDLE_OPTIM_OPTIMIZER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "paddle/core/autograd/variable.h"
+#include "paddle/core/tensor.h"
+
+namespace paddle::optim {
+
+// True for parameters excluded from weight decay and trust ratios; see Note [Excluded parameters].
+using ExcludePredicate =
+    std::function<bool(const std::string& name, const autograd::Variable& param)>;
+
+// The default: parameters with fewer than two dimensions.
+bool ExcludeBelow2D(const std::string& name, const autograd::Variable& param);
+// Excludes nothing (PyTorch's behaviour).
+ExcludePredicate ExcludeNone();
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient; see Note [Step is all or nothing].
+  absl::Status Step();
+  // Zeroes every parameter's gradient in place.
+  void ZeroGrad();
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  int64_t step_count() const { return step_count_; }
+
+  int64_t num_params() const { return static_cast<int64_t>(params_.size()); }
+  const autograd::Variable& param(int64_t i) const { return params_[i].var; }
+  bool excluded(int64_t i) const { return params_[i].excluded; }
+  // Updates of parameter i so far (less than step_count() if it sometimes had no gradient).
+  int64_t param_step(int64_t i) const { return params_[i].step; }
+  // State tensor `slot` of parameter i (slot order as in slot_names()).
+  const Tensor& state(int64_t i, int slot) const { return params_[i].slots[slot]; }
+  const std::vector<std::string>& slot_names() const { return slot_names_; }
+
+  // Adds deep copies of the state to the maps under the keys above (other entries are kept).
+  absl::Status SaveState(std::map<std::string, Tensor>* tensors,
+                         std::map<std::string, int64_t>* ints) const;
+  // Reads every key above (others are ignored); a missing, mis-shaped or negative entry is an
+  // error naming the key, and then nothing has been loaded.
+  absl::Status LoadState(const std::map<std::string, Tensor>& tensors,
+                         const std::map<std::string, int64_t>& ints);
+
+ protected:
+  // What Update() sees for one parameter: contiguous memory for value and gradient.
+  struct ParamUpdate {
+    Tensor value;                // written in place
+    Tensor grad;                 // read only
+    std::vector<Tensor>* slots;  // state, same shape and dtype as value
+    int64_t step;                // 1 on the parameter's first update
+    bool excluded;
+  };
+
+  // `exclude` null means ExcludeBelow2D.
+  Optimizer(std::vector<autograd::Variable> params, double lr, ExcludePredicate exclude,
+            std::vector<std::string> slot_names);
+  // Validates the parameters and allocates zeroed state; Create() returns its error.
+  absl::Status Init();
+  // Applies the rule to one parameter. Cannot fail: Step() has validated everything.
+  virtual void Update(const ParamUpdate& p) = 0;
+
+ private:
+  struct ParamState {
+    autograd::Variable var;
+    bool excluded = false;
+    int64_t step = 0;
+    std::vector<Tensor> slots;
+  };
+
+  std::vector<ParamState> params_;
+  std::vector<std::string> slot_names_;
+  ExcludePredicate exclude_;
+  double lr_;
+  int64_t step_count_ = 0;
+};
+
+}  // namespace paddle::optim
+
+#endif  // PADDLE_OPTIM_OPTIMIZER_H_
