@@ -25,7 +25,8 @@ class Allocator {
   virtual Device device() const = 0;
 };
 
-// The host allocator (64-byte aligned); stateless and safe from any thread.
+// The host allocator (64-byte aligned), safe from any thread. Large blocks are cached for reuse
+// (Note [Host block cache] in allocator.cc).
 Allocator* CpuAllocator();
 
 }  // namespace paddle

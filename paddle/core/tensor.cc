@@ -274,6 +274,18 @@ absl::StatusOr<Tensor> Tensor::Clone() const {
   return copy;
 }
 
+namespace {
+
+// One row of a strided copy; T has the element's size (every dtype is 1, 2, 4 or 8 bytes).
+template <typename T>
+void CopyRow(char* dst, int64_t dst_step, const char* src, int64_t src_step, int64_t count) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (int64_t i = 0; i < count; ++i) d[i * dst_step] = s[i * src_step];
+}
+
+}  // namespace
+
 absl::Status Tensor::CopyFrom(const Tensor& src) {
   if (!defined() || !src.defined()) {
     return absl::FailedPreconditionError("CopyFrom with an undefined tensor");
@@ -292,23 +304,44 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
     std::memmove(data(), src.data(), nbytes());
     return absl::OkStatus();
   }
-  // Walk the index space in row-major order. When both innermost strides are 1, whole rows move
-  // with one memcpy each.
+  // Walk the index space in row-major order, a row (the innermost dimension) at a time. When both
+  // innermost strides are 1 a row is one memcpy; otherwise (a transposed or channels-last view)
+  // a typed strided loop, with the row's start computed once.
   const int n = dim();
-  const bool rows = shape_[n - 1] > 0 && strides_[n - 1] == 1 && src.strides_[n - 1] == 1;
-  const int64_t inner = rows ? shape_[n - 1] : 1;
-  const int outer_dims = rows ? n - 1 : n;
-  Shape index(outer_dims, 0);
+  const int64_t inner = shape_[n - 1];
+  const int64_t dst_step = strides_[n - 1];
+  const int64_t src_step = src.strides_[n - 1];
+  const bool rows = dst_step == 1 && src_step == 1;
+  Shape index(n - 1, 0);
   char* dst_base = static_cast<char*>(data());
   const char* src_base = static_cast<const char*>(src.data());
   for (int64_t done = 0; done < numel_; done += inner) {
     int64_t dst_off = 0, src_off = 0;
-    for (int d = 0; d < outer_dims; ++d) {
+    for (int d = 0; d < n - 1; ++d) {
       dst_off += index[d] * strides_[d];
       src_off += index[d] * src.strides_[d];
     }
-    std::memcpy(dst_base + dst_off * elem, src_base + src_off * elem, inner * elem);
-    for (int d = outer_dims - 1; d >= 0; --d) {
+    char* dst_row = dst_base + dst_off * elem;
+    const char* src_row = src_base + src_off * elem;
+    if (rows) {
+      std::memcpy(dst_row, src_row, inner * elem);
+    } else {
+      switch (elem) {
+        case 1:
+          CopyRow<uint8_t>(dst_row, dst_step, src_row, src_step, inner);
+          break;
+        case 2:
+          CopyRow<uint16_t>(dst_row, dst_step, src_row, src_step, inner);
+          break;
+        case 4:
+          CopyRow<uint32_t>(dst_row, dst_step, src_row, src_step, inner);
+          break;
+        default:
+          CopyRow<uint64_t>(dst_row, dst_step, src_row, src_step, inner);
+          break;
+      }
+    }
+    for (int d = n - 2; d >= 0; --d) {
       if (++index[d] < shape_[d]) break;
       index[d] = 0;
     }

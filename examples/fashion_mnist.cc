@@ -1,0 +1,405 @@
+// Trains a Fashion-MNIST classifier on one process: the single-process reference that the
+// data-parallel run must match, and a tour of the training stack (paddle/nn models, paddle/optim
+// optimizers and schedules, paddle/data readers, paddle/checkpoint).
+//
+//   bazel run -c opt //examples:fashion_mnist -- --model=cnn --epochs=3 --threads=2
+//
+// Prints one line per epoch (train loss, test accuracy, samples/s, epoch time); the last line on
+// stdout is a JSON object with the keys epoch, train_loss, test_accuracy, samples_per_s,
+// epoch_time_s (plus param_hash, a fingerprint of the final parameters, so two runs can be
+// compared bitwise). With --checkpoint-dir it saves a checkpoint every --checkpoint-every steps
+// and at the end of every epoch; --resume continues from the newest good one there, at the same
+// sample, with the same optimizer, learning-rate and dropout state, so an interrupted run ends
+// with the same parameters as an uninterrupted one.
+#include "paddle/data/fashion_mnist.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "paddle/checkpoint/checkpoint.h"
+#include "paddle/core/autograd/grad_mode.h"
+#include "paddle/core/status.h"
+#include "paddle/data/data_loader.h"
+#include "paddle/data/distributed_sampler.h"
+#include "paddle/nn/functional.h"
+#include "paddle/nn/models.h"
+#include "paddle/ops/cpu/threading.h"
+#include "paddle/optim/adam.h"
+#include "paddle/optim/lamb.h"
+#include "paddle/optim/lars.h"
+#include "paddle/optim/lr_schedule.h"
+#include "paddle/optim/sgd.h"
+
+namespace paddle::examples {
+namespace {
+
+constexpr char kUsage[] = R"(usage: fashion_mnist [flags]
+  --model=mlp|cnn|resnet     network (default cnn)
+  --epochs=N                 training epochs (default 3)
+  --batch=N                  batch size (default 128)
+  --lr=X                     peak learning rate (default: sgd 0.05, adam 0.001, lars 2.0,
+                             lamb 0.004)
+  --optimizer=sgd|adam|lars|lamb   (default sgd, with momentum 0.9)
+  --momentum=X               sgd/lars momentum (default 0.9)
+  --weight-decay=X           (default 0 for sgd/adam, 5e-4 for lars, 0.01 for lamb)
+  --warmup-epochs=X          linear warmup before the cosine decay (default 0)
+  --checkpoint-dir=DIR       save checkpoints here (default: none)
+  --checkpoint-every=N       also save every N steps (default: only at epoch ends)
+  --keep-checkpoints=K       keep the newest K (default 3)
+  --resume                   continue from the newest good checkpoint in --checkpoint-dir
+  --seed=N                   weights, shuffling and dropout (default 1)
+  --threads=N                compute threads (default 1)
+  --data-dir=DIR             (default /usr/share/datasets/fashion-mnist)
+  --train-samples=N          train on the first N samples only (default: all 60000)
+  --test-samples=N           evaluate on the first N test samples only (default: all 10000)
+  --crash-after-steps=N      testing: die by SIGKILL right after step N
+)";
+
+struct Options {
+  std::string model = "cnn";
+  int64_t epochs = 3;
+  int64_t batch = 128;
+  double lr = -1;
+  std::string optimizer = "sgd";
+  double momentum = 0.9;
+  double weight_decay = -1;
+  double warmup_epochs = 0;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep_checkpoints = 3;
+  bool resume = false;
+  int64_t seed = 1;
+  int64_t threads = 1;
+  std::string data_dir = data::kDefaultFashionMnistDir;
+  int64_t train_samples = 0;
+  int64_t test_samples = 0;
+  int64_t crash_after_steps = -1;
+};
+
+absl::Status ParseOptions(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (arg == "--resume") {
+      o->resume = true;
+      continue;
+    }
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
+    }
+    std::string key = arg.substr(2, eq - 2);
+    std::string value = arg.substr(eq + 1);
+    auto int_flag = [&](int64_t* out) { return absl::SimpleAtoi(value, out); };
+    auto double_flag = [&](double* out) { return absl::SimpleAtod(value, out); };
+    bool ok = true;
+    if (key == "model") {
+      o->model = value;
+    } else if (key == "optimizer") {
+      o->optimizer = value;
+    } else if (key == "checkpoint-dir") {
+      o->checkpoint_dir = value;
+    } else if (key == "data-dir") {
+      o->data_dir = value;
+    } else if (key == "epochs") {
+      ok = int_flag(&o->epochs) && o->epochs >= 0;
+    } else if (key == "batch") {
+      ok = int_flag(&o->batch) && o->batch > 0;
+    } else if (key == "lr") {
+      ok = double_flag(&o->lr) && o->lr > 0;
+    } else if (key == "momentum") {
+      ok = double_flag(&o->momentum) && o->momentum >= 0;
+    } else if (key == "weight-decay") {
+      ok = double_flag(&o->weight_decay) && o->weight_decay >= 0;
+    } else if (key == "warmup-epochs") {
+      ok = double_flag(&o->warmup_epochs) && o->warmup_epochs >= 0;
+    } else if (key == "checkpoint-every") {
+      ok = int_flag(&o->checkpoint_every) && o->checkpoint_every >= 0;
+    } else if (key == "keep-checkpoints") {
+      ok = int_flag(&o->keep_checkpoints) && o->keep_checkpoints > 0;
+    } else if (key == "seed") {
+      ok = int_flag(&o->seed) && o->seed >= 0;
+    } else if (key == "threads") {
+      ok = int_flag(&o->threads) && o->threads > 0;
+    } else if (key == "train-samples") {
+      ok = int_flag(&o->train_samples) && o->train_samples >= 0;
+    } else if (key == "test-samples") {
+      ok = int_flag(&o->test_samples) && o->test_samples >= 0;
+    } else if (key == "crash-after-steps") {
+      ok = int_flag(&o->crash_after_steps);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", key, "\n", kUsage));
+    }
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat("bad value for --", key, ": '", value, "'"));
+  }
+  if (o->resume && o->checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("--resume needs --checkpoint-dir");
+  }
+  return absl::OkStatus();
+}
+
+// The first `n` samples of a split (all when n is 0 or too large).
+absl::StatusOr<data::Dataset> Head(data::Dataset d, int64_t n) {
+  if (n == 0 || n >= d.size()) return d;
+  ASSIGN_OR_RETURN(d.images, d.images.Slice(0, 0, n));
+  ASSIGN_OR_RETURN(d.labels, d.labels.Slice(0, 0, n));
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(const Options& o,
+                                                                std::vector<nn::Variable> params) {
+  if (o.optimizer == "sgd") {
+    optim::SgdOptions s;
+    s.lr = o.lr > 0 ? o.lr : 0.05;
+    s.momentum = o.momentum;
+    s.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 0;
+    return optim::Sgd::Create(std::move(params), s);
+  }
+  if (o.optimizer == "adam") {
+    optim::AdamOptions a;
+    a.lr = o.lr > 0 ? o.lr : 1e-3;
+    a.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 0;
+    return optim::Adam::Create(std::move(params), a);
+  }
+  if (o.optimizer == "lars") {
+    optim::LarsOptions l;
+    l.lr = o.lr > 0 ? o.lr : 2.0;
+    l.momentum = o.momentum;
+    l.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 5e-4;
+    return optim::Lars::Create(std::move(params), l);
+  }
+  if (o.optimizer == "lamb") {
+    optim::LambOptions l;
+    l.lr = o.lr > 0 ? o.lr : 4e-3;
+    l.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 0.01;
+    return optim::Lamb::Create(std::move(params), l);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --optimizer=", o.optimizer, "; choose sgd, adam, lars or lamb"));
+}
+
+// FNV-1a over every parameter and buffer, in name order: equal hashes mean bitwise-equal models.
+uint64_t ParamHash(const nn::Module& model) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, t] : model.StateDict()) {
+    Tensor c = t.Contiguous().value();
+    const auto* p = static_cast<const unsigned char*>(c.data());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+absl::StatusOr<double> Evaluate(nn::Module& model, const data::Dataset& test) {
+  autograd::NoGradGuard no_grad;
+  model.Eval();
+  int64_t correct = 0;
+  constexpr int64_t kEvalBatch = 1000;
+  for (int64_t start = 0; start < test.size(); start += kEvalBatch) {
+    int64_t end = std::min(test.size(), start + kEvalBatch);
+    ASSIGN_OR_RETURN(Tensor images, test.images.Slice(0, start, end));
+    ASSIGN_OR_RETURN(nn::Variable logits, model.Forward(nn::Variable(images)));
+    const float* l = logits.data().data<float>();
+    int64_t classes = logits.shape()[1];
+    for (int64_t i = 0; i < end - start; ++i) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < classes; ++k) {
+        if (l[i * classes + k] > l[i * classes + best]) best = k;
+      }
+      correct += best == test.labels.data<int64_t>()[start + i];
+    }
+  }
+  model.Train();
+  return test.size() == 0 ? 0.0 : static_cast<double>(correct) / test.size();
+}
+
+struct Progress {
+  int64_t epoch = 0;    // epoch in progress (0-based)
+  int64_t step = 0;     // optimizer steps taken so far, all epochs
+  double loss_sum = 0;  // this epoch so far
+  int64_t loss_count = 0;
+};
+
+absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Module& model,
+                            const optim::Optimizer& opt, const nn::Generator& dropout,
+                            const data::DataLoader::State& position, const Progress& p) {
+  checkpoint::CheckpointState state;
+  for (const auto& [name, t] : model.StateDict()) state.tensors["model/" + name] = t;
+  RETURN_IF_ERROR(opt.SaveState(&state.tensors, &state.ints));
+  state.ints["data/epoch"] = position.epoch;
+  state.ints["data/offset"] = position.offset;
+  state.ints["train/step"] = p.step;
+  state.ints["train/loss_count"] = p.loss_count;
+  state.ints["rng/dropout_offset"] = static_cast<int64_t>(dropout.offset());
+  state.strings["train/loss_sum"] = absl::StrFormat("%a", p.loss_sum);  // exact
+  return manager.Save(p.step, state);
+}
+
+int Run(const Options& o) {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "fashion_mnist: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  ops::cpu::SetNumThreads(static_cast<int>(o.threads));
+  absl::StatusOr<data::Dataset> train = data::LoadFashionMnist(data::Split::kTrain, o.data_dir);
+  if (!train.ok()) return fail(train.status());
+  absl::StatusOr<data::Dataset> test = data::LoadFashionMnist(data::Split::kTest, o.data_dir);
+  if (!test.ok()) return fail(test.status());
+  train = Head(*train, o.train_samples);
+  test = Head(*test, o.test_samples);
+  if (!train.ok() || !test.ok()) return fail(train.ok() ? test.status() : train.status());
+
+  auto dropout = std::make_shared<nn::Generator>(static_cast<uint64_t>(o.seed), /*stream=*/1);
+  absl::StatusOr<std::shared_ptr<nn::Module>> model =
+      nn::MakeModel(o.model, static_cast<uint64_t>(o.seed), dropout);
+  if (!model.ok()) return fail(model.status());
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = MakeOptimizer(o, (*model)->Parameters());
+  if (!opt.ok()) return fail(opt.status());
+  absl::StatusOr<data::DistributedSampler> sampler = data::DistributedSampler::Create(
+      train->size(), /*rank=*/0, /*world_size=*/1, static_cast<uint64_t>(o.seed));
+  if (!sampler.ok()) return fail(sampler.status());
+
+  std::unique_ptr<checkpoint::CheckpointManager> manager;
+  Progress p;
+  if (!o.checkpoint_dir.empty()) {
+    manager = std::make_unique<checkpoint::CheckpointManager>(o.checkpoint_dir,
+                                                              static_cast<int>(o.keep_checkpoints));
+  }
+  if (o.resume) {
+    absl::StatusOr<checkpoint::LoadedCheckpoint> loaded = manager->LoadLatest();
+    if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return fail(loaded.status());
+    if (loaded.ok()) {
+      const checkpoint::CheckpointState& s = loaded->state;
+      std::map<std::string, Tensor> model_state;
+      for (const auto& [name, t] : s.tensors) {
+        if (name.rfind("model/", 0) == 0) model_state[name.substr(6)] = t;
+      }
+      absl::Status st = (*model)->LoadStateDict(model_state);
+      if (st.ok()) st = (*opt)->LoadState(s.tensors, s.ints);
+      if (st.ok()) {
+        st = sampler->Restore({s.ints.at("data/epoch"), s.ints.at("data/offset")});
+      }
+      if (!st.ok()) return fail(st);
+      p.epoch = s.ints.at("data/epoch");
+      p.step = s.ints.at("train/step");
+      p.loss_count = s.ints.at("train/loss_count");
+      absl::SimpleAtod(s.strings.at("train/loss_sum"), &p.loss_sum);
+      dropout->set_offset(static_cast<uint64_t>(s.ints.at("rng/dropout_offset")));
+      std::printf("resumed from %s (step %lld, epoch %lld, sample %lld)\n", loaded->path.c_str(),
+                  static_cast<long long>(p.step), static_cast<long long>(p.epoch + 1),
+                  static_cast<long long>(s.ints.at("data/offset")));
+    }
+  }
+
+  int64_t resume_epoch = p.epoch;
+  absl::StatusOr<std::unique_ptr<data::DataLoader>> loader =
+      data::DataLoader::Create(*train, *sampler, o.batch);
+  if (!loader.ok()) return fail(loader.status());
+  int64_t steps_per_epoch = (sampler->NumSamples() + o.batch - 1) / o.batch;
+  int64_t total_steps = steps_per_epoch * o.epochs;
+  auto warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
+  double peak_lr = (*opt)->lr();
+  absl::StatusOr<std::unique_ptr<optim::CosineLr>> cosine =
+      optim::CosineLr::Create(peak_lr, std::max<int64_t>(total_steps, 1));
+  if (!cosine.ok()) return fail(cosine.status());
+  absl::StatusOr<std::unique_ptr<optim::WarmupLr>> schedule =
+      optim::WarmupLr::Create(*std::move(cosine), warmup_steps, /*start_factor=*/0.1);
+  if (!schedule.ok()) return fail(schedule.status());
+
+  std::printf(
+      "fashion_mnist: model %s (%lld parameters), optimizer %s, lr %g, batch %lld, "
+      "%lld threads, %lld train / %lld test samples\n",
+      o.model.c_str(), static_cast<long long>((*model)->NumParameters()), o.optimizer.c_str(),
+      peak_lr, static_cast<long long>(o.batch), static_cast<long long>(o.threads),
+      static_cast<long long>(train->size()), static_cast<long long>(test->size()));
+  std::string last_json;
+  for (int64_t epoch = resume_epoch; epoch < o.epochs; ++epoch) {
+    (*loader)->StartEpoch(epoch);
+    if (epoch != resume_epoch) p.loss_sum = 0, p.loss_count = 0;
+    p.epoch = epoch;
+    int64_t samples = 0;
+    absl::Time start = absl::Now();
+    while (true) {
+      absl::StatusOr<std::optional<data::Batch>> batch = (*loader)->Next();
+      if (!batch.ok()) return fail(batch.status());
+      if (!batch->has_value()) break;
+      (*opt)->set_lr((*schedule)->LrAt(p.step));
+      (*opt)->ZeroGrad();
+      absl::StatusOr<nn::Variable> logits = (*model)->Forward(nn::Variable((*batch)->images));
+      if (!logits.ok()) return fail(logits.status());
+      absl::StatusOr<nn::Variable> loss =
+          nn::functional::SoftmaxCrossEntropy(*logits, (*batch)->labels);
+      if (!loss.ok()) return fail(loss.status());
+      absl::Status st = loss->Backward();
+      if (st.ok()) st = (*opt)->Step();
+      if (!st.ok()) return fail(st);
+      p.loss_sum += *loss->data().data<float>();
+      ++p.loss_count;
+      ++p.step;
+      samples += (*batch)->images.shape()[0];
+      bool end_of_epoch = (*loader)->state().offset >= sampler->NumSamples();
+      if (manager && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0 && !end_of_epoch) {
+        st = SaveCheckpoint(*manager, **model, **opt, *dropout, (*loader)->state(), p);
+        if (!st.ok()) return fail(st);
+      }
+      if (p.step == o.crash_after_steps) {
+        std::fflush(stdout);
+        std::raise(SIGKILL);
+      }
+    }
+    double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    absl::StatusOr<double> accuracy = Evaluate(**model, *test);
+    if (!accuracy.ok()) return fail(accuracy.status());
+    double train_loss = p.loss_count ? p.loss_sum / p.loss_count : 0;
+    double rate = seconds > 0 ? samples / seconds : 0;
+    std::printf(
+        "epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  samples/s %.0f  "
+        "epoch_time %.2fs\n",
+        static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), train_loss, *accuracy,
+        rate, seconds);
+    std::fflush(stdout);
+    if (manager) {
+      // The position is the start of the next epoch.
+      p.epoch = epoch + 1;
+      Progress next = p;
+      next.loss_sum = 0;
+      next.loss_count = 0;
+      absl::Status st = SaveCheckpoint(*manager, **model, **opt, *dropout, {epoch + 1, 0}, next);
+      if (!st.ok()) return fail(st);
+    }
+    last_json = absl::StrFormat(
+        "{\"epoch\": %d, \"train_loss\": %.6f, \"test_accuracy\": %.4f, \"samples_per_s\": "
+        "%.1f, \"epoch_time_s\": %.3f, \"param_hash\": \"%016x\"}",
+        epoch + 1, train_loss, *accuracy, rate, seconds, ParamHash(**model));
+  }
+  if (last_json.empty()) {
+    last_json =
+        absl::StrFormat("{\"epoch\": %d, \"param_hash\": \"%016x\"}", o.epochs, ParamHash(**model));
+  }
+  std::printf("%s\n", last_json.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace paddle::examples
+
+int main(int argc, char** argv) {
+  paddle::examples::Options options;
+  absl::Status s = paddle::examples::ParseOptions(argc, argv, &options);
+  if (!s.ok()) {
+    std::fprintf(stderr, "fashion_mnist: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  return paddle::examples::Run(options);
+}
