@@ -9,7 +9,7 @@
 namespace paddle::nn {
 namespace {
 
-Tensor UniformTensor(Shape shape, float bound, Generator* init) {
+Tensor UniformTensor(const Shape& shape, float bound, Generator* init) {
   Tensor t = Tensor::Empty(shape, DType::kFloat32).value();
   init->Uniform(&t, -bound, bound);
   return t;

@@ -38,7 +38,7 @@ absl::StatusOr<Variable> BasicBlock::Forward(const Variable& x) {
 }
 
 absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, uint64_t seed,
-                                                  std::shared_ptr<Generator> dropout) {
+                                                  const std::shared_ptr<Generator>& dropout) {
   Generator init(seed, 0);
   auto model = std::make_shared<Sequential>();
   if (name == "mlp") {

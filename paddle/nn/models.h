@@ -20,7 +20,7 @@ namespace paddle::nn {
 // Weights from Generator(seed, stream 0), identical on every process given the seed; dropout
 // masks from `dropout` (which the caller keeps to save and restore its offset).
 absl::StatusOr<std::shared_ptr<Module>> MakeModel(const std::string& name, uint64_t seed,
-                                                  std::shared_ptr<Generator> dropout);
+                                                  const std::shared_ptr<Generator>& dropout);
 
 // conv-bn-relu-conv-bn plus the input (through a 1x1 conv + bn when the shape changes), relu.
 class BasicBlock : public Module {
