@@ -1,8 +1,14 @@
-// Trains a Fashion-MNIST classifier on one process: the single-process reference that the
-// data-parallel run must match, and a tour of the training stack (paddle/nn models, paddle/optim
-// optimizers and schedules, paddle/data readers, paddle/checkpoint).
+// Trains a Fashion-MNIST classifier, on one process or data-parallel on many: a tour of the
+// training stack (paddle/nn models, paddle/optim optimizers and schedules, paddle/data readers,
+// paddle/checkpoint, paddle/parallel DistributedDataParallel).
 //
 //   bazel run -c opt //examples:fashion_mnist -- --model=cnn --epochs=3 --threads=2
+//   bazel run -c opt //tools:launch -- --nproc=4 //examples:fashion_mnist --model=cnn --epochs=3
+//
+// Started by the launcher (WORLD_SIZE set) it joins the group through env://, splits the global
+// --batch evenly, shards the data with a DistributedSampler and averages gradients with DDP;
+// rank 0 prints, evaluates and writes checkpoints, and its JSON adds world_size and
+// comm_wait_fraction (time waiting for gradient allreduces over the epoch's training time).
 //
 // Prints one line per epoch (train loss, test accuracy, samples/s, epoch time); the last line on
 // stdout is a JSON object with the keys epoch, train_loss, test_accuracy, samples_per_s,
@@ -13,9 +19,12 @@
 // with the same parameters as an uninterrupted one.
 #include "paddle/data/fashion_mnist.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +34,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "paddle/checkpoint/checkpoint.h"
+#include "paddle/collective/communicator.h"
+#include "paddle/collective/rendezvous/rendezvous.h"
 #include "paddle/core/autograd/grad_mode.h"
+#include "paddle/core/deadline.h"
 #include "paddle/core/status.h"
 #include "paddle/data/data_loader.h"
 #include "paddle/data/distributed_sampler.h"
@@ -37,6 +49,8 @@
 #include "paddle/optim/lars.h"
 #include "paddle/optim/lr_schedule.h"
 #include "paddle/optim/sgd.h"
+#include "paddle/parallel/distributed_data_parallel.h"
+#include "paddle/parallel/timeline.h"
 
 namespace paddle::examples {
 namespace {
@@ -61,6 +75,13 @@ constexpr char kUsage[] = R"(usage: fashion_mnist [flags]
   --train-samples=N          train on the first N samples only (default: all 60000)
   --test-samples=N           evaluate on the first N test samples only (default: all 10000)
   --crash-after-steps=N      testing: die by SIGKILL right after step N
+Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
+  --backend=native|gloo      collective backend (default native)
+  --bucket-cap-mb=X          gradient bucket size after the first (default 25)
+  --first-bucket-mb=X        first gradient bucket (default 1)
+  --compression=none|fp16|bf16   gradient compression on the wire (default none)
+  --no-sync                  benchmark: never average gradients (what sync costs)
+  --batch is the global batch, split evenly across the workers.
 )";
 
 struct Options {
@@ -82,6 +103,11 @@ struct Options {
   int64_t train_samples = 0;
   int64_t test_samples = 0;
   int64_t crash_after_steps = -1;
+  std::string backend = "native";
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  std::string compression = "none";
+  bool no_sync = false;
 };
 
 absl::Status ParseOptions(int argc, char** argv, Options* o) {
@@ -93,6 +119,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (arg == "--resume") {
       o->resume = true;
+      continue;
+    }
+    if (arg == "--no-sync") {
+      o->no_sync = true;
       continue;
     }
     size_t eq = arg.find('=');
@@ -112,6 +142,14 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
       o->checkpoint_dir = value;
     } else if (key == "data-dir") {
       o->data_dir = value;
+    } else if (key == "backend") {
+      o->backend = value;
+    } else if (key == "compression") {
+      o->compression = value;
+    } else if (key == "bucket-cap-mb") {
+      ok = double_flag(&o->bucket_cap_mb) && o->bucket_cap_mb > 0;
+    } else if (key == "first-bucket-mb") {
+      ok = double_flag(&o->first_bucket_mb) && o->first_bucket_mb > 0;
     } else if (key == "epochs") {
       ok = int_flag(&o->epochs) && o->epochs >= 0;
     } else if (key == "batch") {
@@ -246,12 +284,81 @@ absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Mo
   return manager.Save(p.step, state);
 }
 
+// The data-parallel group when the launcher started us (WORLD_SIZE set), else none.
+struct Group {
+  RendezvousResult rendezvous;  // owns the store; outlives the communicator below
+  std::unique_ptr<Communicator> comm;
+  int rank = 0;
+  int world = 1;
+};
+
+absl::Status JoinGroup(const Options& o, Group* g) {
+  if (std::getenv("WORLD_SIZE") == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Backend backend, ParseBackend(o.backend));
+  ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));
+  CommunicatorOptions options;
+  options.backend = backend;
+  options.store = g->rendezvous.store;
+  options.rank = g->rendezvous.rank;
+  options.world_size = g->rendezvous.world_size;
+  ASSIGN_OR_RETURN(g->comm, Communicator::Create(options));
+  g->rank = g->rendezvous.rank;
+  g->world = g->rendezvous.world_size;
+  if (o.batch % g->world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch=", o.batch,
+                                                   " (the global batch) is not a multiple of the ",
+                                                   g->world, " workers"));
+  }
+  return absl::OkStatus();
+}
+
+// Sum of `values` over the group (in place); nothing to do on one process.
+absl::Status SumOverGroup(Group& g, std::vector<double>* values) {
+  if (!g.comm) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Tensor t,
+                   Tensor::FromBlob(values->data(), {static_cast<int64_t>(values->size())},
+                                    DType::kFloat64, Device::Cpu()));
+  return g.comm->Allreduce(t, ReduceOp::kSum)->Wait();
+}
+
+// Rank 0's progress within an epoch: a rewritten line on a terminal, a line every 5 s otherwise.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled), tty_(isatty(fileno(stdout)) != 0) {}
+  void Update(int64_t step, int64_t steps, int64_t samples, absl::Time start) {
+    if (!enabled_) return;
+    absl::Time now = absl::Now();
+    if (last_ == absl::InfinitePast()) last_ = start;
+    if (now - last_ < (tty_ ? absl::Milliseconds(200) : absl::Seconds(5))) return;
+    last_ = now;
+    double seconds = absl::ToDoubleSeconds(now - start);
+    double rate = seconds > 0 ? samples / seconds : 0;
+    double eta = step > 0 ? seconds * (steps - step) / step : 0;
+    std::printf("%s  step %lld/%lld  samples/s %.0f  ETA %.0fs%s", tty_ ? "\r" : "",
+                static_cast<long long>(step), static_cast<long long>(steps), rate, eta,
+                tty_ ? "   " : "\n");
+    std::fflush(stdout);
+  }
+  void Finish() {
+    if (enabled_ && tty_ && last_ != absl::InfinitePast()) std::printf("\r%60s\r", "");
+    last_ = absl::InfinitePast();
+  }
+
+ private:
+  bool enabled_, tty_;
+  absl::Time last_ = absl::InfinitePast();
+};
+
 int Run(const Options& o) {
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "fashion_mnist: %s\n", s.ToString().c_str());
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));
+  Group group;
+  if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
+  const bool leader = group.rank == 0;
+  const int64_t local_batch = o.batch / group.world;
   absl::StatusOr<data::Dataset> train = data::LoadFashionMnist(data::Split::kTrain, o.data_dir);
   if (!train.ok()) return fail(train.status());
   absl::StatusOr<data::Dataset> test = data::LoadFashionMnist(data::Split::kTest, o.data_dir);
@@ -260,14 +367,16 @@ int Run(const Options& o) {
   test = Head(*test, o.test_samples);
   if (!train.ok() || !test.ok()) return fail(train.ok() ? test.status() : train.status());
 
-  auto dropout = std::make_shared<nn::Generator>(static_cast<uint64_t>(o.seed), /*stream=*/1);
+  // Weights from the seed (identical replicas); dropout masks from a stream per rank.
+  auto dropout = std::make_shared<nn::Generator>(static_cast<uint64_t>(o.seed),
+                                                 /*stream=*/1 + static_cast<uint64_t>(group.rank));
   absl::StatusOr<std::shared_ptr<nn::Module>> model =
       nn::MakeModel(o.model, static_cast<uint64_t>(o.seed), dropout);
   if (!model.ok()) return fail(model.status());
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = MakeOptimizer(o, (*model)->Parameters());
   if (!opt.ok()) return fail(opt.status());
   absl::StatusOr<data::DistributedSampler> sampler = data::DistributedSampler::Create(
-      train->size(), /*rank=*/0, /*world_size=*/1, static_cast<uint64_t>(o.seed));
+      train->size(), group.rank, group.world, static_cast<uint64_t>(o.seed));
   if (!sampler.ok()) return fail(sampler.status());
 
   std::unique_ptr<checkpoint::CheckpointManager> manager;
@@ -296,17 +405,46 @@ int Run(const Options& o) {
       p.loss_count = s.ints.at("train/loss_count");
       absl::SimpleAtod(s.strings.at("train/loss_sum"), &p.loss_sum);
       dropout->set_offset(static_cast<uint64_t>(s.ints.at("rng/dropout_offset")));
-      std::printf("resumed from %s (step %lld, epoch %lld, sample %lld)\n", loaded->path.c_str(),
-                  static_cast<long long>(p.step), static_cast<long long>(p.epoch + 1),
-                  static_cast<long long>(s.ints.at("data/offset")));
+      if (leader)
+        std::printf("resumed from %s (step %lld, epoch %lld, sample %lld)\n", loaded->path.c_str(),
+                    static_cast<long long>(p.step), static_cast<long long>(p.epoch + 1),
+                    static_cast<long long>(s.ints.at("data/offset")));
     }
   }
 
+  // Data-parallel: parameters and buffers from rank 0 (after any resume, so all agree), and
+  // gradients averaged in buckets during the backward pass.
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (group.comm) {
+    DdpOptions ddp_options;
+    ddp_options.bucket_bytes = static_cast<int64_t>(o.bucket_cap_mb * (1 << 20));
+    ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * (1 << 20));
+    ddp_options.compression = o.compression;
+    absl::StatusOr<std::unique_ptr<DistributedDataParallel>> made =
+        DistributedDataParallel::Create(*model, group.comm.get(), ddp_options);
+    if (!made.ok()) return fail(made.status());
+    ddp = *std::move(made);
+    if (o.no_sync) ddp->set_sync(false);
+  }
+  // PADDLE_TIMELINE=FILE: a Chrome trace of every rank's steps and bucket allreduces.
+  std::unique_ptr<Timeline> timeline = Timeline::FromEnv(group.rank);
+  if (timeline && ddp) {
+    ddp->set_bucket_callback([&timeline](const BucketSpan& b) {
+      timeline->Span(absl::StrCat("allreduce bucket ", b.bucket), Timeline::Lane::kAllreduce,
+                     b.launched, b.completed, b.bytes);
+    });
+  }
+  auto span = [&timeline](const char* name, absl::Time begin) {
+    absl::Time end = absl::Now();
+    if (timeline) timeline->Span(name, Timeline::Lane::kCompute, begin, end);
+    return end;
+  };
+
   int64_t resume_epoch = p.epoch;
   absl::StatusOr<std::unique_ptr<data::DataLoader>> loader =
-      data::DataLoader::Create(*train, *sampler, o.batch);
+      data::DataLoader::Create(*train, *sampler, local_batch);
   if (!loader.ok()) return fail(loader.status());
-  int64_t steps_per_epoch = (sampler->NumSamples() + o.batch - 1) / o.batch;
+  int64_t steps_per_epoch = (sampler->NumSamples() + local_batch - 1) / local_batch;
   int64_t total_steps = steps_per_epoch * o.epochs;
   auto warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
   double peak_lr = (*opt)->lr();
@@ -317,39 +455,52 @@ int Run(const Options& o) {
       optim::WarmupLr::Create(*std::move(cosine), warmup_steps, /*start_factor=*/0.1);
   if (!schedule.ok()) return fail(schedule.status());
 
-  std::printf(
-      "fashion_mnist: model %s (%lld parameters), optimizer %s, lr %g, batch %lld, "
-      "%lld threads, %lld train / %lld test samples\n",
-      o.model.c_str(), static_cast<long long>((*model)->NumParameters()), o.optimizer.c_str(),
-      peak_lr, static_cast<long long>(o.batch), static_cast<long long>(o.threads),
-      static_cast<long long>(train->size()), static_cast<long long>(test->size()));
+  if (leader) {
+    std::printf(
+        "fashion_mnist: model %s (%lld parameters), optimizer %s, lr %g, batch %lld, "
+        "%d workers x %lld threads, %lld train / %lld test samples\n",
+        o.model.c_str(), static_cast<long long>((*model)->NumParameters()), o.optimizer.c_str(),
+        peak_lr, static_cast<long long>(o.batch), group.world, static_cast<long long>(o.threads),
+        static_cast<long long>(train->size()), static_cast<long long>(test->size()));
+    if (ddp) std::printf("%s", ddp->reducer().DescribeLayout().c_str());
+  }
+  ProgressLine progress(leader);
   std::string last_json;
   for (int64_t epoch = resume_epoch; epoch < o.epochs; ++epoch) {
     (*loader)->StartEpoch(epoch);
     if (epoch != resume_epoch) p.loss_sum = 0, p.loss_count = 0;
     p.epoch = epoch;
     int64_t samples = 0;
+    absl::Duration wait_before = ddp ? ddp->reducer().stats().comm_wait_time : absl::ZeroDuration();
     absl::Time start = absl::Now();
     while (true) {
+      absl::Time t0 = absl::Now();
       absl::StatusOr<std::optional<data::Batch>> batch = (*loader)->Next();
       if (!batch.ok()) return fail(batch.status());
       if (!batch->has_value()) break;
       (*opt)->set_lr((*schedule)->LrAt(p.step));
       (*opt)->ZeroGrad();
-      absl::StatusOr<nn::Variable> logits = (*model)->Forward(nn::Variable((*batch)->images));
+      absl::Time t1 = span("data", t0);
+      nn::Variable images((*batch)->images);
+      absl::StatusOr<nn::Variable> logits = ddp ? ddp->Forward(images) : (*model)->Forward(images);
       if (!logits.ok()) return fail(logits.status());
       absl::StatusOr<nn::Variable> loss =
           nn::functional::SoftmaxCrossEntropy(*logits, (*batch)->labels);
       if (!loss.ok()) return fail(loss.status());
-      absl::Status st = loss->Backward();
+      absl::Time t2 = span("forward", t1);
+      absl::Status st = ddp ? ddp->Backward(*loss) : loss->Backward();
+      absl::Time t3 = span("backward", t2);
       if (st.ok()) st = (*opt)->Step();
       if (!st.ok()) return fail(st);
+      span("optimizer", t3);
       p.loss_sum += *loss->data().data<float>();
       ++p.loss_count;
       ++p.step;
-      samples += (*batch)->images.shape()[0];
+      samples += (*batch)->images.shape()[0] * group.world;
+      progress.Update((*loader)->state().offset / local_batch, steps_per_epoch, samples, start);
       bool end_of_epoch = (*loader)->state().offset >= sampler->NumSamples();
-      if (manager && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0 && !end_of_epoch) {
+      if (manager && leader && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0 &&
+          !end_of_epoch) {
         st = SaveCheckpoint(*manager, **model, **opt, *dropout, (*loader)->state(), p);
         if (!st.ok()) return fail(st);
       }
@@ -359,15 +510,24 @@ int Run(const Options& o) {
       }
     }
     double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    progress.Finish();
+    double wait =
+        ddp ? absl::ToDoubleSeconds(ddp->reducer().stats().comm_wait_time - wait_before) : 0.0;
+    double wait_fraction = seconds > 0 ? wait / seconds : 0;
+    // Every rank's loss counts; the replicas are identical, so rank 0 alone evaluates.
+    std::vector<double> loss_totals = {p.loss_sum, static_cast<double>(p.loss_count)};
+    if (absl::Status st = SumOverGroup(group, &loss_totals); !st.ok()) return fail(st);
+    double train_loss = loss_totals[1] > 0 ? loss_totals[0] / loss_totals[1] : 0;
+    double rate = seconds > 0 ? samples / seconds : 0;
+    if (!leader) continue;
     absl::StatusOr<double> accuracy = Evaluate(**model, *test);
     if (!accuracy.ok()) return fail(accuracy.status());
-    double train_loss = p.loss_count ? p.loss_sum / p.loss_count : 0;
-    double rate = seconds > 0 ? samples / seconds : 0;
     std::printf(
         "epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  samples/s %.0f  "
-        "epoch_time %.2fs\n",
+        "epoch_time %.2fs%s\n",
         static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), train_loss, *accuracy,
-        rate, seconds);
+        rate, seconds,
+        ddp ? absl::StrFormat("  comm_wait %.1f%%", 100 * wait_fraction).c_str() : "");
     std::fflush(stdout);
     if (manager) {
       // The position is the start of the next epoch.
@@ -380,9 +540,16 @@ int Run(const Options& o) {
     }
     last_json = absl::StrFormat(
         "{\"epoch\": %d, \"train_loss\": %.6f, \"test_accuracy\": %.4f, \"samples_per_s\": "
-        "%.1f, \"epoch_time_s\": %.3f, \"param_hash\": \"%016x\"}",
-        epoch + 1, train_loss, *accuracy, rate, seconds, ParamHash(**model));
+        "%.1f, \"epoch_time_s\": %.3f, \"world_size\": %d, \"comm_wait_fraction\": %.4f, "
+        "\"param_hash\": \"%016x\"}",
+        epoch + 1, train_loss, *accuracy, rate, seconds, group.world, wait_fraction,
+        ParamHash(**model));
   }
+  if (timeline) {
+    if (absl::Status st = timeline->Write(group.comm.get()); !st.ok()) return fail(st);
+    if (leader) std::printf("timeline: %s\n", timeline->path().c_str());
+  }
+  if (!leader) return 0;
   if (last_json.empty()) {
     last_json =
         absl::StrFormat("{\"epoch\": %d, \"param_hash\": \"%016x\"}", o.epochs, ParamHash(**model));

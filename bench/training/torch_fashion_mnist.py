@@ -2,11 +2,19 @@
 """PyTorch peer for bench/training: the same models, data, batch and optimizer as
 examples/fashion_mnist, timed the same way (training steps only, data already in memory).
 
-Prints one JSON line: {"peer": "torch", "model": ..., "threads": ..., "samples_per_s": ...}.
+Started with WORLD_SIZE set (e.g. by tools/launch) it trains data-parallel with
+DistributedDataParallel over the gloo backend: --batch is the global batch, split evenly, each
+rank takes every world-th sample; --no-sync runs every step inside model.no_sync() (no gradient
+allreduce), to measure what synchronization costs.
+
+Rank 0 prints one JSON line: {"peer": "torch", "model": ..., "threads": ..., "world_size": ...,
+"samples_per_s": ... (all ranks' samples), "step_ms": ...}.
 """
 import argparse
+import contextlib
 import gzip
 import json
+import os
 import time
 
 import numpy as np
@@ -59,32 +67,45 @@ def main():
     ap.add_argument("--samples", type=int, default=12800)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--no-sync", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
     images = load_images(f"{args.data_dir}/train-images-idx3-ubyte.gz", args.samples)
     labels = load_labels(f"{args.data_dir}/train-labels-idx1-ubyte.gz", args.samples)
     model = Cnn() if args.model == "cnn" else mlp()
+    if "WORLD_SIZE" in os.environ:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    perm = torch.randperm(len(images))
+    perm = torch.randperm(len(images))[rank::world]
+    local = args.batch // world
 
     def step(idx):
         opt.zero_grad()
-        loss = F.cross_entropy(model(images[idx]), labels[idx])
-        loss.backward()
+        sync = model.no_sync() if args.no_sync and world > 1 else contextlib.nullcontext()
+        with sync:
+            loss = F.cross_entropy(model(images[idx]), labels[idx])
+            loss.backward()
         opt.step()
 
     for i in range(3):  # warm-up
-        step(perm[i * args.batch:(i + 1) * args.batch])
+        step(perm[i * local:(i + 1) * local])
     start = time.perf_counter()
-    done = 0
-    for s in range(0, len(images), args.batch):
-        idx = perm[s:s + args.batch]
+    done = steps = 0
+    for s in range(0, len(perm) - local + 1, local):
+        idx = perm[s:s + local]
         step(idx)
-        done += len(idx)
+        done += len(idx) * world
+        steps += 1
     seconds = time.perf_counter() - start
-    print(json.dumps({"peer": "torch", "model": args.model, "threads": args.threads,
-                      "batch": args.batch, "samples_per_s": done / seconds}))
+    if rank == 0:
+        print(json.dumps({"peer": "torch", "model": args.model, "threads": args.threads,
+                          "world_size": world, "batch": args.batch, "no_sync": args.no_sync,
+                          "samples_per_s": done / seconds, "step_ms": 1000 * seconds / steps}))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ TEST_P(BatchNormTest, MatchesReferenceAndFiniteDifferences) {
             (xv[idx(i, ch, p)] - mean[ch]) / std::sqrt(var[ch] + eps) * g[ch] + b[ch];
   }
   ExpectClose(r.y, y, 1e-5, 1e-5, "y");
-  if (kind == 2) EXPECT_EQ(r.y.strides(), x.strides());
+  if (kind == 2) {
+    EXPECT_EQ(r.y.strides(), x.strides());
+  }
   ExpectClose(r.save_mean, mean, 1e-6, 1e-6, "save_mean");
   std::vector<double> rm1(c), rv1(c), invstd(c);
   for (int64_t ch = 0; ch < c; ++ch) {

@@ -1,0 +1,71 @@
+// DistributedDataParallel: data-parallel training of one nn::Module replicated on every rank of a
+// Communicator.
+//
+// Create() checks that every rank built the same model (Note [Model agreement]) and copies rank 0's
+// parameters and buffers to every rank, so all replicas start identical. Each rank then runs the
+// forward pass on its own slice of the batch; Backward() runs the backward pass while a Reducer
+// (paddle/collective/reducer/reducer.h) averages the gradients over ranks in buckets, so after it
+// every replica holds the same gradient and the same optimizer step keeps them identical. With
+// equal local batches and a loss that is a mean over the local batch, that average equals the
+// gradient of the whole batch on one process.
+//
+// Note [Model agreement]: every rank describes its parameters and buffers ("name dtype [shape]",
+// in order), and the ranks allgather a 64-bit hash of the description. If any hash differs, the
+// ranks allgather the descriptions themselves and every rank fails with the first differences
+// (entry, name, and what each rank has), instead of reducing mismatched buckets.
+#ifndef PADDLE_PARALLEL_DISTRIBUTED_DATA_PARALLEL_H_
+#define PADDLE_PARALLEL_DISTRIBUTED_DATA_PARALLEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "paddle/collective/communicator.h"
+#include "paddle/collective/reducer/reducer.h"
+#include "paddle/core/autograd/variable.h"
+#include "paddle/nn/module.h"
+
+namespace paddle {
+
+struct DdpOptions {
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  int64_t bucket_bytes = int64_t{25} << 20;
+  std::string compression = "none";  // "none" | "fp16" | "bf16" (Note [Gradient compression])
+  bool find_unused_parameters = false;
+  absl::Duration timeout = absl::ZeroDuration();  // zero: the communicator's
+};
+
+class DistributedDataParallel {
+ public:
+  // Collective: every rank of `comm` calls it. `comm` outlives the result.
+  static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> Create(
+      std::shared_ptr<nn::Module> module, Communicator* comm, const DdpOptions& options = {});
+
+  absl::StatusOr<autograd::Variable> Forward(const autograd::Variable& x);
+  // loss.Backward(), then the gradients' reduction: afterwards every parameter's grad() holds the
+  // average over ranks (or, with sync off, this rank's accumulated gradient).
+  absl::Status Backward(const autograd::Variable& loss);
+  // Off: gradient accumulation without communication; the next synced Backward reduces the sum.
+  void set_sync(bool sync) { reducer_->set_sync(sync); }
+  // Called for every bucket's allreduce (for timelines; see Reducer::set_bucket_callback).
+  void set_bucket_callback(BucketCallback callback) {
+    reducer_->set_bucket_callback(std::move(callback));
+  }
+
+  nn::Module& module() { return *module_; }
+  const Reducer& reducer() const { return *reducer_; }
+
+ private:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, std::unique_ptr<Reducer> reducer)
+      : module_(std::move(module)), reducer_(std::move(reducer)) {}
+
+  std::shared_ptr<nn::Module> module_;
+  std::unique_ptr<Reducer> reducer_;
+};
+
+}  // namespace paddle
+
+#endif  // PADDLE_PARALLEL_DISTRIBUTED_DATA_PARALLEL_H_

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# examples:fashion_mnist data-parallel, real processes over env:// and TCP: 2 and 3 workers
+# train with identical replicas (every rank ends with the same parameters), the JSON line has
+# world_size and comm_wait_fraction, PADDLE_TIMELINE writes one trace with every rank; a worker
+# that dies makes the others fail within the timeout naming it; a worker with another model is
+# a clear error on every rank, not a hang.
+set -uo pipefail
+binary=$1
+work=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# run NAME N [per-rank extra args via EXTRA_<r>] -- common args: starts N ranks; waits for all.
+run() {
+  local name=$1 n=$2
+  shift 2
+  local port pids=() r
+  port=$(free_port)
+  for ((r = 0; r < n; r++)); do
+    local extra_var="EXTRA_$r"
+    # shellcheck disable=SC2086
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n PADDLE_TIMEOUT_S=20 \
+      PADDLE_STORE_TIMEOUT_S=30 timeout 120 "$binary" "$@" ${!extra_var:-} \
+      >"$work/$name.out.$r" 2>"$work/$name.err.$r" &
+    pids+=($!)
+  done
+  for r in "${!pids[@]}"; do
+    wait "${pids[$r]}"
+    echo $? >"$work/$name.rc.$r"
+  done
+}
+common=(--model=mlp --epochs=1 --batch=60 --train-samples=1200 --test-samples=200 --seed=2)
+
+for n in 2 3; do
+  PADDLE_TIMELINE=$work/trace$n.json run "ok$n" $n "${common[@]}"
+  for ((r = 0; r < n; r++)); do
+    [[ $(cat "$work/ok$n.rc.$r") == 0 ]] || fail "n=$n rank $r failed: $(tail -3 "$work/ok$n.err.$r")"
+  done
+  tail -n 1 "$work/ok$n.out.0" | grep -q "\"world_size\": $n, \"comm_wait_fraction\": [0-9.]*" ||
+    fail "n=$n: JSON lacks world_size/comm_wait_fraction: $(tail -n 1 "$work/ok$n.out.0")"
+  /usr/bin/python3 - "$work/trace$n.json" "$n" <<'PY' || fail "n=$n: bad timeline"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+n = int(sys.argv[2])
+for rank in range(n):
+    names = {e["name"].split(" ")[0] for e in events if e.get("pid") == rank and e["ph"] == "X"}
+    assert {"forward", "backward", "optimizer", "allreduce"} <= names, (rank, names)
+PY
+done
+
+# Rank 1 dies (SIGKILL) after step 3; rank 0 must fail within the timeout, naming rank 1.
+EXTRA_1=--crash-after-steps=3 run crash 2 "${common[@]}"
+[[ $(cat "$work/crash.rc.1") == 137 ]] || fail "rank 1 should have been killed"
+[[ $(cat "$work/crash.rc.0") != 0 ]] || fail "rank 0 survived its peer's death"
+[[ $(cat "$work/crash.rc.0") != 124 ]] || fail "rank 0 hung until the test's timeout"
+grep -q "peer 1\|rank 1" "$work/crash.err.0" || fail "rank 0 did not name rank 1: $(cat "$work/crash.err.0")"
+
+# Rank 1 builds another model: both fail at DDP construction, naming the difference.
+EXTRA_1=--model=cnn run mismatch 2 --model=mlp --epochs=1 --batch=60 --train-samples=1200
+for r in 0 1; do
+  [[ $(cat "$work/mismatch.rc.$r") == 1 ]] || fail "mismatch: rank $r exit $(cat "$work/mismatch.rc.$r")"
+  grep -q "rank 0 has parameter" "$work/mismatch.err.$r" ||
+    fail "mismatch: rank $r message: $(cat "$work/mismatch.err.$r")"
+done
+
+# The global batch must split evenly.
+run odd 2 --model=mlp --batch=61 --epochs=1 --train-samples=1200
+grep -q "not a multiple of the 2 workers" "$work/odd.err.0" || fail "odd batch: $(cat "$work/odd.err.0")"
+
+[[ $failures -eq 0 ]] || { echo "$failures failure(s); outputs in $work" >&2; exit 1; }
+echo PASS
