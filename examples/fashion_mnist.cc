@@ -420,6 +420,7 @@ int Run(const Options& o) {
     ddp_options.bucket_bytes = static_cast<int64_t>(o.bucket_cap_mb * (1 << 20));
     ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * (1 << 20));
     ddp_options.compression = o.compression;
+    ddp_options.store = group.rendezvous.store;
     absl::StatusOr<std::unique_ptr<DistributedDataParallel>> made =
         DistributedDataParallel::Create(*model, group.comm.get(), ddp_options);
     if (!made.ok()) return fail(made.status());

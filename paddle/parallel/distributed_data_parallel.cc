@@ -130,6 +130,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   ASSIGN_OR_RETURN(reducer_options.compression, ParseCompression(options.compression));
   reducer_options.find_unused_parameters = options.find_unused_parameters;
   reducer_options.timeout = options.timeout;
+  reducer_options.stall_warning = options.stall_warning;
+  reducer_options.store = options.store;
   const CallOptions call{options.timeout};
 
   RETURN_IF_ERROR(CheckSameModel(DescribeModel(*module), comm, call));

@@ -3,10 +3,12 @@
 #include "paddle/collective/reducer/reducer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/core/half.h"
@@ -52,7 +54,7 @@ double ReducerStats::CommWaitFraction() const {
 
 absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParameter> params,
                                                          Communicator* comm,
-                                                         ReducerOptions options) {
+                                                         const ReducerOptions& options) {
   if (comm == nullptr) return absl::InvalidArgumentError("Reducer needs a communicator");
   std::set<const void*> ids;
   std::vector<BucketParam> sizes;
@@ -85,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
 }
 
 Reducer::Reducer(std::vector<NamedParameter> params, Communicator* comm, ReducerOptions options)
-    : comm_(comm), options_(options) {
+    : comm_(comm), options_(std::move(options)) {
   for (NamedParameter& entry : params) {
     Param p;
     p.name = std::move(entry.first);
@@ -283,9 +285,7 @@ absl::Status Reducer::WaitAll() {
   const absl::Time deadline = absl::Now() + options_.timeout;
   for (int b = 0; b < num_buckets(); ++b) {
     Bucket& bucket = *buckets_[b];
-    const absl::Duration left =
-        bounded ? std::max(deadline - absl::Now(), absl::ZeroDuration()) : absl::InfiniteDuration();
-    const absl::Status status = bucket.work->Wait(left);
+    const absl::Status status = WaitBucket(b, bounded ? deadline : absl::InfiniteFuture());
     if (!status.ok()) {
       return ErrorContext()
           .Rank(comm_->rank(), comm_->size())
@@ -310,6 +310,72 @@ absl::Status Reducer::WaitAll() {
     }
   }
   return absl::OkStatus();
+}
+
+// Note [Stall inspector]
+// A collective that never completes fails after its timeout (minutes by default), but the usual
+// cause is not the network: one rank is slower, stuck in its data loader, or took another code
+// path and never reaches this bucket. So while waiting for a bucket, every stall_warning
+// (PADDLE_STALL_WARNING_S) this rank logs a warning naming the bucket, its parameters and the
+// iteration. It also writes "stall/<iteration>/<rank>" to the group's store the first time, and
+// from the second warning on lists the ranks with no such key: every rank waiting in this
+// iteration has written its key by then (it waited one interval too), so the ranks still missing
+// have not reached the gradient allreduce of this iteration at all. Nothing is written to the
+// store while training runs normally.
+absl::Duration DefaultStallWarning() {
+  static const absl::Duration warning = [] {
+    const char* env = std::getenv("PADDLE_STALL_WARNING_S");
+    double seconds = 60;
+    if (env != nullptr && !absl::SimpleAtod(env, &seconds)) seconds = 60;
+    return absl::Seconds(std::max(0.0, seconds));
+  }();
+  return warning;
+}
+
+absl::Status Reducer::WaitBucket(int b, absl::Time deadline) {
+  Work& work = *buckets_[b]->work;
+  const absl::Time start = absl::Now();
+  const absl::Duration interval = options_.stall_warning;
+  int reports = 0;
+  while (true) {
+    absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    const bool check = interval > absl::ZeroDuration() && interval < left;
+    absl::Status status = work.Wait(check ? interval : left);
+    if (status.ok() || !check || work.IsCompleted() || !absl::IsDeadlineExceeded(status)) {
+      return status;
+    }
+    ReportStall(b, absl::Now() - start, /*compare=*/reports++ > 0);
+  }
+}
+
+void Reducer::ReportStall(int b, absl::Duration waited, bool compare) {
+  const int64_t iteration = stats_.synced_iterations;
+  const int rank = comm_->rank();
+  std::string peers;
+  if (options_.store != nullptr) {
+    const std::string prefix = absl::StrCat("stall/", iteration, "/");
+    if (!compare) {
+      options_.store->Set(absl::StrCat(prefix, rank), absl::StrCat(b)).IgnoreError();
+    } else {
+      std::vector<int> missing;
+      for (int r = 0; r < comm_->size(); ++r) {
+        absl::StatusOr<bool> there = options_.store->Check({absl::StrCat(prefix, r)});
+        if (there.ok() && !*there) missing.push_back(r);
+      }
+      peers = missing.empty()
+                  ? "; every rank is waiting in this iteration's gradient allreduce (a slow "
+                    "network, or a peer stuck inside it)"
+                  : absl::StrCat(
+                        "; ranks that have not reached this iteration's gradient "
+                        "allreduce: ",
+                        absl::StrJoin(missing, ", "),
+                        " (slower, stuck before or in their backward pass, or dead)");
+    }
+  }
+  last_stall_report_ = absl::StrCat("rank ", rank, "/", comm_->size(), ": gradient ",
+                                    DescribeBucket(b), " of iteration ", iteration,
+                                    " not reduced after ", absl::FormatDuration(waited), peers);
+  PADDLE_LOG(WARN, TRAIN) << "stall: " << last_stall_report_;
 }
 
 // Note [Bucket rebuild].

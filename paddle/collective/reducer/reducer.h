@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/reducer/bucket_assigner.h"
+#include "paddle/collective/store/store.h"
 #include "paddle/core/autograd/variable.h"
 
 namespace paddle {
@@ -61,12 +62,20 @@ enum class Compression { kNone, kFp16, kBf16 };
 absl::string_view CompressionName(Compression compression);  // "none", "fp16", "bf16"
 absl::StatusOr<Compression> ParseCompression(absl::string_view name);
 
+// PADDLE_STALL_WARNING_S (default 60; 0 turns the stall inspector off).
+absl::Duration DefaultStallWarning();
+
 struct ReducerOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
   int64_t bucket_bytes = int64_t{25} << 20;
   Compression compression = Compression::kNone;
   bool find_unused_parameters = false;
   absl::Duration timeout = absl::ZeroDuration();  // zero: the communicator's
+  // Note [Stall inspector]: how long a bucket may wait before the reducer reports which ranks
+  // have not reached it (zero: never), and the group's store it compares notes through (without
+  // one the report only says what this rank waits for).
+  absl::Duration stall_warning = DefaultStallWarning();
+  std::shared_ptr<Store> store;
 };
 
 // One bucket's allreduce, for timelines. `completed` is when FinalizeBackward saw it finish.
@@ -98,7 +107,7 @@ class Reducer {
   // Existing gradients are copied into the buckets.
   static absl::StatusOr<std::unique_ptr<Reducer>> Create(std::vector<NamedParameter> params,
                                                          Communicator* comm,
-                                                         ReducerOptions options);
+                                                         const ReducerOptions& options);
   ~Reducer();  // removes the hooks; gradients stay valid (they share the buckets' storage)
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -113,6 +122,8 @@ class Reducer {
   void set_bucket_callback(BucketCallback callback) { callback_ = std::move(callback); }
 
   const ReducerStats& stats() const { return stats_; }
+  // The last stall report (Note [Stall inspector]); empty if none.
+  const std::string& last_stall_report() const { return last_stall_report_; }
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   // Parameter names per bucket, in reduction order.
   std::vector<std::vector<std::string>> BucketNames() const;
@@ -136,6 +147,9 @@ class Reducer {
   void LaunchReadyBuckets();
   absl::Status CheckUnused();
   absl::Status WaitAll();
+  // Waits for bucket `b` until `deadline`, reporting stalls (Note [Stall inspector]).
+  absl::Status WaitBucket(int b, absl::Time deadline);
+  void ReportStall(int b, absl::Duration waited, bool compare);
   absl::Status Rebuild();
   std::string DescribeBucket(int bucket) const;
 
@@ -152,6 +166,7 @@ class Reducer {
   std::vector<bool> used_;      // since the last synced iteration
   std::vector<int64_t> order_;  // ready order of the current iteration, until rebuilt
   absl::Status hook_error_;
+  std::string last_stall_report_;
   absl::Time prepared_at_;
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "paddle/collective/store/hash_store.h"
 #include "paddle/core/status.h"
 #include "paddle/nn/functional.h"
 #include "paddle/nn/generator.h"
@@ -285,6 +286,38 @@ TEST(ReducerTest, ArgumentAndOrderErrors) {
     return absl::OkStatus();
   });
   EXPECT_EQ(Failures(statuses), "");
+}
+
+}  // namespace
+}  // namespace paddle::ddptest
+
+namespace paddle::ddptest {
+namespace {
+
+// Note [Stall inspector]: rank 1 starts its first backward 2.5 s late; rank 0, warned every
+// 0.4 s, names rank 1 as not having reached the gradient allreduce, and both still finish.
+TEST(ReducerTest, StallInspectorNamesTheMissingRank) {
+  auto group = Group::Create(2, Backend::kNative);
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto store = std::make_shared<HashStore>();
+  std::string report;
+  std::vector<absl::Status> statuses = (*group)->Run([&](int rank, Communicator& comm) {
+    DdpOptions options;
+    options.stall_warning = absl::Milliseconds(400);
+    options.store = store;
+    ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(Mlp(rank), &comm, options));
+    if (rank == 1) absl::SleepFor(absl::Milliseconds(2500));
+    RETURN_IF_ERROR(ForwardBackward(*ddp, rank * 6, rank * 6 + 6));
+    if (rank == 0) report = ddp->reducer().last_stall_report();
+    if (rank == 1 && !ddp->reducer().last_stall_report().empty()) {
+      return absl::InternalError("the late rank reported a stall itself");
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(Failures(statuses), "");
+  EXPECT_THAT(report, ::testing::HasSubstr("rank 0/2: gradient bucket 0 of 1"));
+  EXPECT_THAT(report, ::testing::HasSubstr(
+                          "ranks that have not reached this iteration's gradient allreduce: 1 "));
 }
 
 }  // namespace
