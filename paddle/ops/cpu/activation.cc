@@ -11,7 +11,6 @@ namespace ops {
 namespace cpu {
 namespace {
 
-using internal::CheckSameShape;
 using internal::CheckTensor;
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -34,19 +33,7 @@ absl::StatusOr<Tensor> Unary(const char* op, const Tensor& x, F f) {
 template <typename F>
 absl::StatusOr<Tensor> Backward(const char* op, const char* a_name, const Tensor& a,
                                 const Tensor& dy, F f) {
-  RETURN_IF_ERROR(CheckTensor(op, a_name, a, DType::kFloat32));
-  RETURN_IF_ERROR(CheckTensor(op, "dy", dy, DType::kFloat32));
-  RETURN_IF_ERROR(CheckSameShape(op, a_name, a, "dy", dy));
-  ASSIGN_OR_RETURN(Tensor ad, internal::Dense(a));
-  ASSIGN_OR_RETURN(Tensor dyd, internal::MatchLayout(dy, ad));
-  ASSIGN_OR_RETURN(Tensor dx, internal::EmptyLike(ad, DType::kFloat32));
-  const float* ap = ad.data<float>();
-  const float* gp = dyd.data<float>();
-  float* dp = dx.data<float>();
-  const int64_t n = ad.numel();
-#pragma omp parallel for simd schedule(static) if (n > internal::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) dp[i] = f(ap[i], gp[i]);
-  return dx;
+  return internal::MapBinary(op, a_name, a, "dy", dy, f);
 }
 
 }  // namespace

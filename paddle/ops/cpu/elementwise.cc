@@ -10,26 +10,12 @@ namespace ops {
 namespace cpu {
 namespace {
 
-using internal::CheckSameShape;
 using internal::CheckTensor;
 using internal::Describe;
 
-// out = f(a, b) elementwise, out in a's layout.
 template <typename F>
 absl::StatusOr<Tensor> Binary(const char* op, const Tensor& a, const Tensor& b, F f) {
-  RETURN_IF_ERROR(CheckTensor(op, "a", a, DType::kFloat32));
-  RETURN_IF_ERROR(CheckTensor(op, "b", b, DType::kFloat32));
-  RETURN_IF_ERROR(CheckSameShape(op, "a", a, "b", b));
-  ASSIGN_OR_RETURN(Tensor ad, internal::Dense(a));
-  ASSIGN_OR_RETURN(Tensor bd, internal::MatchLayout(b, ad));
-  ASSIGN_OR_RETURN(Tensor out, internal::EmptyLike(ad, DType::kFloat32));
-  const float* ap = ad.data<float>();
-  const float* bp = bd.data<float>();
-  float* outp = out.data<float>();
-  const int64_t n = ad.numel();
-#pragma omp parallel for simd schedule(static) if (n > internal::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) outp[i] = f(ap[i], bp[i]);
-  return out;
+  return internal::MapBinary(op, "a", a, "b", b, f);
 }
 
 }  // namespace

@@ -54,6 +54,30 @@ absl::StatusOr<Tensor> MatchLayout(const Tensor& t, const Tensor& like);
 // Below this many elements a loop runs on one thread: an OpenMP fork costs microseconds.
 constexpr int64_t kParallelGrain = 1 << 15;
 
+// out = f(a, b) elementwise for fp32 tensors of one shape, out in a's layout (b is brought to
+// it); the shared loop of the binary elementwise ops and the activations' backward passes.
+template <typename F>
+absl::StatusOr<Tensor> MapBinary(const char* op, const char* a_name, const Tensor& a,
+                                 const char* b_name, const Tensor& b, F f) {
+  absl::Status s = CheckTensor(op, a_name, a, DType::kFloat32);
+  if (s.ok()) s = CheckTensor(op, b_name, b, DType::kFloat32);
+  if (s.ok()) s = CheckSameShape(op, a_name, a, b_name, b);
+  if (!s.ok()) return s;
+  absl::StatusOr<Tensor> ad = Dense(a);
+  if (!ad.ok()) return ad.status();
+  absl::StatusOr<Tensor> bd = MatchLayout(b, *ad);
+  if (!bd.ok()) return bd.status();
+  absl::StatusOr<Tensor> out = EmptyLike(*ad, DType::kFloat32);
+  if (!out.ok()) return out.status();
+  const float* ap = ad->data<float>();
+  const float* bp = bd->data<float>();
+  float* outp = out->data<float>();
+  const int64_t n = ad->numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) outp[i] = f(ap[i], bp[i]);
+  return out;
+}
+
 }  // namespace internal
 }  // namespace cpu
 }  // namespace ops
