@@ -3,6 +3,8 @@
 //   - every collective runs and checks its results on 3 and 4 processes;
 //   - one of 4 processes is killed with SIGKILL in the middle of a 64 MiB allreduce: every other
 //     rank fails within its timeout, with a message naming the killed rank.
+// Both run with PADDLE_TRANSPORT=tcp (sockets only) and auto (the ranks share a node workspace),
+// set in this process's environment, which the workers inherit.
 #include <signal.h>
 
 #include <cstdlib>
@@ -48,7 +50,18 @@ std::unique_ptr<TcpStoreServer> StartStoreServer() {
   return server.ok() ? std::move(*server) : nullptr;
 }
 
-TEST(CommunicatorProcessTest, EveryCollectiveAcrossProcesses) {
+class CommunicatorProcessTest : public testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { setenv("PADDLE_TRANSPORT", GetParam(), 1); }
+  void TearDown() override { unsetenv("PADDLE_TRANSPORT"); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, CommunicatorProcessTest, testing::Values("tcp", "auto"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+TEST_P(CommunicatorProcessTest, EveryCollectiveAcrossProcesses) {
   for (int world : {3, 4}) {
     std::unique_ptr<TcpStoreServer> server = StartStoreServer();
     ASSERT_NE(server, nullptr);
@@ -61,7 +74,7 @@ TEST(CommunicatorProcessTest, EveryCollectiveAcrossProcesses) {
   }
 }
 
-TEST(CommunicatorProcessTest, KilledRankFailsEveryOtherRankNamingIt) {
+TEST_P(CommunicatorProcessTest, KilledRankFailsEveryOtherRankNamingIt) {
   constexpr int kWorld = 4;
   constexpr int kVictim = 3;
   std::unique_ptr<TcpStoreServer> server = StartStoreServer();
@@ -91,8 +104,12 @@ TEST(CommunicatorProcessTest, KilledRankFailsEveryOtherRankNamingIt) {
     EXPECT_LT(w.exited - killed, absl::Seconds(30)) << output;
     EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
     EXPECT_TRUE(absl::StrContains(output, "allreduce #")) << output;
-    EXPECT_TRUE(absl::StrContains(output, absl::StrCat("rank ", kVictim, " (127.0.0.1:")))
-        << output;
+    // Over TCP the peer is named by its address, in shared memory by its pid.
+    const std::string culprit =
+        std::string(GetParam()) == "tcp"
+            ? absl::StrCat("rank ", kVictim, " (127.0.0.1:")
+            : absl::StrCat("rank ", kVictim, " (pid ", workers[kVictim].pid);
+    EXPECT_TRUE(absl::StrContains(output, culprit)) << output;
   }
 }
 

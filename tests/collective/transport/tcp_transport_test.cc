@@ -337,6 +337,44 @@ TEST(TcpTransportTest, DestroyedPeerFailsEveryPendingRequestNamingIt) {
   });
 }
 
+// Note [Graceful close]: a rank that finished leaves while the others still work with each other.
+TEST(TcpTransportTest, PeerThatLeavesCleanlyFailsOnlyWhatInvolvesIt) {
+  const size_t big = size_t{8} << 20;
+  RunRanks(3, [&](RankContext& ctx) {
+    std::vector<char> got(big);
+    std::vector<char> last(64);
+    if (ctx.rank == 2) {
+      auto send = ctx.t().channel(0).Send(Payload(2, 0, 64).data(), 64, 7);
+      ASSERT_OK(WaitLong(*send));
+      ctx.barrier->Wait();    // (1) its message is out
+      ctx.transport.reset();  // leaves, healthy
+      ctx.barrier->Wait();    // (2) gone
+      return;
+    }
+    ctx.barrier->Wait();  // (1)
+    ctx.barrier->Wait();  // (2)
+    // Ranks 0 and 1 go on exchanging a large message.
+    const int other = 1 - ctx.rank;
+    auto send = ctx.t().channel(other).Send(Payload(ctx.rank, 1, big).data(), big, 8);
+    auto recv = ctx.t().channel(other).Recv(got.data(), big, 8);
+    ASSERT_OK(WaitLong(*recv));
+    ASSERT_OK(WaitLong(*send));
+    EXPECT_EQ(Mismatch(got, other, 1), "");
+    if (ctx.rank == 0) {
+      // What rank 2 sent before it left is still there...
+      auto early = ctx.t().channel(2).Recv(last.data(), 64, 7);
+      ASSERT_OK(WaitLong(*early));
+      EXPECT_EQ(Mismatch(last, 2, 0), "");
+      // ...but nothing more will come: a clear error naming it, not a hang.
+      auto more = ctx.t().channel(2).Recv(last.data(), 64, 9);
+      absl::Status status = more->Wait(Deadline::After(absl::Seconds(60)));
+      EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 2")) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "closed its transport")) << status;
+    }
+  });
+}
+
 TEST(TcpTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
   RunRanks(2, [&](RankContext& ctx) {
     std::vector<char> buf(64);

@@ -34,13 +34,17 @@
 #include "paddle/collective/algorithms/pairwise_alltoall.h"
 #include "paddle/collective/algorithms/ring_allgather.h"
 #include "paddle/collective/algorithms/ring_reduce_scatter.h"
+#include "paddle/collective/algorithms/shm_collectives.h"
 #include "paddle/collective/algorithms/tree_reduce.h"
 #include "paddle/collective/argument_checks.h"
 #include "paddle/collective/backends/native/collective_call.h"
 #include "paddle/collective/backends/native/debug_checks.h"
+#include "paddle/collective/backends/native/topology.h"
 #include "paddle/collective/backends/native/work_queue.h"
 #include "paddle/collective/store/prefix_store.h"
 #include "paddle/collective/store/store.h"
+#include "paddle/collective/transport/shm/host_identity.h"
+#include "paddle/collective/transport/shm/node_workspace.h"
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 #include "paddle/collective/transport/transport.h"
 #include "paddle/core/logging.h"
@@ -64,16 +68,22 @@ constexpr absl::Duration kDrainTimeout = absl::Seconds(30);
 
 // The settings every rank of a group must agree on, resolved from options and environment.
 struct Settings {
-  std::string transport;  // "tcp"
+  std::string transport;  // "auto", "tcp", "shm" or "ucx" (Note [Transport choice])
   AlgorithmSelector selector;
   bool debug_checks = false;
   size_t piece_bytes = kDefaultPieceBytes;  // of the pipelined and segmented algorithms
+  size_t slot_bytes = kDefaultSlotBytes;    // of the node workspace
 
-  // "transport=tcp algorithm=auto debug_checks=0 piece_bytes=262144": what rank 0 publishes.
+  // Whether ranks on one host share a node workspace: not with transport=tcp.
+  bool shared_memory() const { return transport != "tcp"; }
+
+  // "transport=auto algorithm=auto debug_checks=0 piece_bytes=262144 slot_bytes=524288": what
+  // rank 0 publishes.
   std::string Describe() const {
     return absl::StrCat("transport=", transport, " algorithm=",
                         selector.forced().has_value() ? AlgorithmName(*selector.forced()) : "auto",
-                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", piece_bytes);
+                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", piece_bytes,
+                        " slot_bytes=", slot_bytes);
   }
 };
 
@@ -100,12 +110,15 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
     transport = absl::AsciiStrToLower(Env(kTransportEnvVar));
     source = kTransportEnvVar;
   }
-  if (transport.empty() || transport == "auto" || transport == "tcp") {
-    settings.transport = "tcp";
+  if (transport.empty()) transport = "auto";
+  if (transport == "auto" || transport == "tcp" || transport == "shm" || transport == "ucx") {
+    settings.transport = transport;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, " is \"", transport, "\"; the native backend supports \"auto\" and \"tcp\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " is \"", transport,
+                     "\"; the native backend supports \"auto\", \"tcp\", \"shm\" and \"ucx\""));
   }
+  ASSIGN_OR_RETURN(settings.slot_bytes, SlotBytesFromEnvironment());
 
   if (options.algorithm.empty()) {
     ASSIGN_OR_RETURN(settings.selector, AlgorithmSelector::FromEnvironment());
@@ -137,6 +150,30 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
     settings.piece_bytes = static_cast<size_t>(bytes);
   }
   return settings;
+}
+
+// Note [Transport choice]
+// PADDLE_TRANSPORT (CommunicatorOptions.transport) picks what carries point-to-point messages
+// and the flat algorithms, and whether the ranks of a host share memory:
+//   auto  shared memory between the ranks of a host; TCP between hosts (and for everything when
+//         each host runs one rank)
+//   tcp   every byte through TCP sockets, no shared memory at all (the pre-shm behaviour)
+//   shm   all ranks must be on one host; everything through shared memory
+//   ucx   UCX between all ranks (its own transports: UCX_TLS), plus the node workspace
+// With shared memory, allreduce, broadcast, allgather and reduce-scatter among the ranks of one
+// host run on the node workspace (paddle/collective/algorithms/shm_collectives.h), and an
+// allreduce over several hosts with equally many ranks each is hierarchical. PADDLE_ALGO=ring,
+// tree or hd forces the flat algorithms over the transport instead.
+absl::StatusOr<std::unique_ptr<Transport>> CreateGroupTransport(const Settings& settings,
+                                                                const Topology& topology,
+                                                                const TransportOptions& options) {
+  if (settings.transport == "shm" && topology.num_hosts > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "PADDLE_TRANSPORT=shm needs every rank on one host, but the ranks run on ",
+        topology.Describe(), " (host identities differ: hostname, boot id or namespaces; see ",
+        kHostIdEnvVar, "); use PADDLE_TRANSPORT=auto or tcp"));
+  }
+  return CreateTcpTransport(options);
 }
 
 absl::Status CheckOptions(const CommunicatorOptions& options) {
@@ -174,14 +211,18 @@ uint64_t HashRanks(const std::vector<int>& ranks) {
 
 class NativeCommunicator final : public Communicator {
  public:
-  NativeCommunicator(const CommunicatorOptions& options, Settings settings,
-                     std::unique_ptr<Transport> transport)
+  NativeCommunicator(const CommunicatorOptions& options, Settings settings, Topology topology,
+                     std::unique_ptr<Transport> transport, std::unique_ptr<NodeWorkspace> workspace)
       : options_(options),
         settings_(std::move(settings)),
         owner_(absl::StrCat("rank ", options.rank, "/", options.world_size)),
+        topology_(std::move(topology)),
         transport_(std::move(transport)),
-        queue_(options.rank, options.world_size,
-               [this](const absl::Status& cause) { transport_->Abort(cause); }) {}
+        workspace_(std::move(workspace)),
+        queue_(options.rank, options.world_size, [this](const absl::Status& cause) {
+          transport_->Abort(cause);
+          if (workspace_ != nullptr) workspace_->Abort(cause);
+        }) {}
 
   int rank() const override { return options_.rank; }
   int size() const override { return options_.world_size; }
@@ -220,6 +261,14 @@ class NativeCommunicator final : public Communicator {
                                            uint32_t tag, const CallOptions& call_options);
   absl::Status PointToPoint(const AlgorithmContext& ctx, bool is_send, const Tensor& tensor,
                             int peer, uint32_t tag);
+  // Note [Transport choice]: whether this call runs on the node workspace. Only with the
+  // algorithm table (PADDLE_ALGO unset), and all ranks on this host (`whole_group_local`) or,
+  // for the hierarchical allreduce, the same number on every host.
+  bool UseWorkspace(bool hierarchical_ok) const {
+    if (workspace_ == nullptr || settings_.selector.forced().has_value()) return false;
+    if (topology_.num_hosts == 1) return true;
+    return hierarchical_ok && topology_.uniform;
+  }
   // Creates this rank's communicator of the split group (on the queue thread).
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSplit(const std::vector<int>& ranks,
                                                             uint64_t seq);
@@ -227,7 +276,11 @@ class NativeCommunicator final : public Communicator {
   const CommunicatorOptions options_;
   const Settings settings_;
   const std::string owner_;  // "rank 1/4"
+  const Topology topology_;
   std::unique_ptr<Transport> transport_;
+  // The ranks of this host share it (Note [Transport choice]); null when alone on the host or
+  // with transport=tcp.
+  std::unique_ptr<NodeWorkspace> workspace_;
 
   std::mutex call_mu_;
   uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
@@ -298,6 +351,13 @@ std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
   absl::Status args = CheckTensor(tensor, "tensor");
   if (args.ok()) args = CheckReduction(tensor.dtype(), op);
   return Submit(call, args, call_options, [this, tensor, op](const AlgorithmContext& ctx) {
+    if (UseWorkspace(/*hierarchical_ok=*/true)) {
+      if (topology_.num_hosts == 1) {
+        return ShmAllreduce(ctx, *workspace_, tensor.data(), tensor.numel(), tensor.dtype(), op);
+      }
+      return HierarchicalAllreduce(ctx, *workspace_, topology_.cross_ranks, settings_.selector,
+                                   tensor.data(), tensor.numel(), tensor.dtype(), op);
+    }
     return settings_.selector.Allreduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(), op);
   });
 }
@@ -309,6 +369,9 @@ std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
   absl::Status args = CheckTensor(tensor, "tensor");
   if (args.ok()) args = CheckRankArgument(root, size(), "root");
   return Submit(call, args, call_options, [this, tensor, root](const AlgorithmContext& ctx) {
+    if (UseWorkspace(/*hierarchical_ok=*/false)) {
+      return ShmBroadcast(ctx, *workspace_, tensor.data(), tensor.numel(), tensor.dtype(), root);
+    }
     return settings_.selector.Broadcast(ctx, tensor.data(), tensor.numel(), tensor.dtype(), root);
   });
 }
@@ -343,8 +406,12 @@ std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
                                          static_cast<char*>(output.data()) + block_offset;
   if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
   return Submit(call, args, call_options,
-                [input, output, block_offset, in_place](const AlgorithmContext& ctx) {
+                [this, input, output, block_offset, in_place](const AlgorithmContext& ctx) {
                   char* out = static_cast<char*>(output.data());
+                  if (UseWorkspace(/*hierarchical_ok=*/false)) {
+                    return ShmAllgather(ctx, *workspace_, input.data(), out, input.numel(),
+                                        input.dtype());
+                  }
                   if (!in_place && input.nbytes() > 0) {
                     std::memcpy(out + block_offset, input.data(), input.nbytes());
                   }
@@ -401,20 +468,31 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
   if (args.ok()) args = CheckReduction(input.dtype(), op);
   const int n = size();
   const int me = rank();
-  return Submit(call, args, call_options, [input, output, op, n, me](const AlgorithmContext& ctx) {
-    // The ring reduces in place and leaves partial sums in the other blocks, but the input must
-    // stay unchanged (and may overlap the output): work on a copy.
-    const size_t bytes = input.nbytes();
-    std::unique_ptr<char[]> scratch(new char[std::max<size_t>(bytes, 1)]);
-    if (bytes > 0) std::memcpy(scratch.get(), input.data(), bytes);
-    const std::vector<int64_t> counts(static_cast<size_t>(n), output.numel());
-    RETURN_IF_ERROR(RingReduceScatter(ctx, scratch.get(), counts, input.dtype(), op));
-    if (output.nbytes() > 0) {
-      std::memcpy(output.data(), scratch.get() + static_cast<size_t>(me) * output.nbytes(),
-                  output.nbytes());
-    }
-    return absl::OkStatus();
-  });
+  return Submit(
+      call, args, call_options, [this, input, output, op, n, me](const AlgorithmContext& ctx) {
+        const char* in = static_cast<const char*>(input.data());
+        const char* out = static_cast<const char*>(output.data());
+        // The workspace version reads each piece of the input before it writes that piece's result:
+        // an output that is exactly this rank's input block is fine, any other overlap is not.
+        const bool overlaps = out < in + input.nbytes() && in < out + output.nbytes();
+        if (UseWorkspace(/*hierarchical_ok=*/false) &&
+            (!overlaps || out == in + static_cast<size_t>(me) * output.nbytes())) {
+          return ShmReduceScatter(ctx, *workspace_, input.data(), output.data(), output.numel(),
+                                  input.dtype(), op);
+        }
+        // The ring reduces in place and leaves partial sums in the other blocks, but the input must
+        // stay unchanged (and may overlap the output): work on a copy.
+        const size_t bytes = input.nbytes();
+        std::unique_ptr<char[]> scratch(new char[std::max<size_t>(bytes, 1)]);
+        if (bytes > 0) std::memcpy(scratch.get(), input.data(), bytes);
+        const std::vector<int64_t> counts(static_cast<size_t>(n), output.numel());
+        RETURN_IF_ERROR(RingReduceScatter(ctx, scratch.get(), counts, input.dtype(), op));
+        if (output.nbytes() > 0) {
+          std::memcpy(output.data(), scratch.get() + static_cast<size_t>(me) * output.nbytes(),
+                      output.nbytes());
+        }
+        return absl::OkStatus();
+      });
 }
 
 std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
@@ -647,14 +725,36 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
                              absl::StrCat(where, ": publishing its settings")));
   }
 
+  absl::StatusOr<Topology> topology =
+      LearnTopology(options.store.get(), options.store_prefix, options.rank, options.world_size,
+                    options.connect_timeout);
+  if (!topology.ok()) return Annotate(topology.status(), where);
+
   TransportOptions transport_options;
   transport_options.rank = options.rank;
   transport_options.world_size = options.world_size;
   transport_options.store = options.store;
   transport_options.store_prefix = absl::StrCat(options.store_prefix, "/transport");
   transport_options.connect_timeout = options.connect_timeout;
-  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTcpTransport(transport_options);
+  absl::StatusOr<std::unique_ptr<Transport>> transport =
+      CreateGroupTransport(*settings, *topology, transport_options);
   if (!transport.ok()) return Annotate(transport.status(), where);
+
+  std::unique_ptr<NodeWorkspace> workspace;
+  if (settings->shared_memory() && topology->local_size > 1) {
+    NodeWorkspaceOptions ws;
+    ws.local_rank = topology->local_rank;
+    ws.local_size = topology->local_size;
+    ws.global_ranks = topology->local_ranks;
+    ws.world_size = options.world_size;
+    ws.store = options.store;
+    ws.store_prefix = absl::StrCat(options.store_prefix, "/workspace/", topology->host_index);
+    ws.connect_timeout = options.connect_timeout;
+    ws.slot_bytes = settings->slot_bytes;
+    absl::StatusOr<std::unique_ptr<NodeWorkspace>> created = NodeWorkspace::Create(ws);
+    if (!created.ok()) return Annotate(created.status(), where);
+    workspace = *std::move(created);
+  }
 
   if (options.world_size > 1 && options.rank != 0) {
     absl::StatusOr<std::string> rank0 = options.store->Get(config_key, options.connect_timeout);
@@ -669,9 +769,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
                        "matching CommunicatorOptions) alike on every rank"));
     }
   }
-  PADDLE_LOG(INFO, COLL) << where << " ready: " << config;
+  PADDLE_LOG(INFO, COLL) << where << " ready: " << config << "; " << topology->Describe() << ", "
+                         << (*transport)->name() << " transport"
+                         << (workspace != nullptr ? " + node workspace" : "");
   return std::unique_ptr<Communicator>(
-      new NativeCommunicator(options, *std::move(settings), *std::move(transport)));
+      new NativeCommunicator(options, *std::move(settings), *std::move(topology),
+                             *std::move(transport), std::move(workspace)));
 }
 
 }  // namespace paddle

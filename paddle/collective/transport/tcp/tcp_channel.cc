@@ -95,7 +95,11 @@ std::unique_ptr<TransportRequest> TcpChannel::Send(const void* data, size_t byte
     std::lock_guard<std::mutex> lock(send_mu_);
     op = std::make_shared<TcpOp>(TcpOp::Kind::kSend, data, bytes, tag, send_seq_++);
     cause = owner_->PoisonCause();
-    if (cause.ok() && send_closed_) cause = absl::FailedPreconditionError("the link is closed");
+    if (cause.ok() && send_closed_) {
+      std::lock_guard<std::mutex> recv_lock(recv_mu_);
+      cause =
+          closed_gracefully_ ? close_cause_ : absl::FailedPreconditionError("the link is closed");
+    }
     if (cause.ok()) {
       // Write at once from this thread when nothing is queued ahead (the common case): no hand-off
       // to the loop, and small messages leave before Send() returns.
@@ -163,11 +167,15 @@ std::unique_ptr<TransportRequest> TcpChannel::Recv(void* data, size_t bytes, uin
     std::lock_guard<std::mutex> lock(recv_mu_);
     op = std::make_shared<TcpOp>(TcpOp::Kind::kRecv, data, bytes, tag, recv_seq_++);
     cause = owner_->PoisonCause();
-    if (cause.ok() && recv_closed_) cause = absl::FailedPreconditionError("the link is closed");
+    if (cause.ok() && recv_closed_ && !closed_gracefully_) {
+      cause = absl::FailedPreconditionError("the link is closed");
+    }
     if (cause.ok()) {
       auto it = std::find_if(unexpected_.begin(), unexpected_.end(),
                              [tag](const std::shared_ptr<Unexpected>& u) { return u->tag == tag; });
-      if (it == unexpected_.end()) {
+      if (it == unexpected_.end() && recv_closed_) {
+        cause = close_cause_;  // Note [Graceful close]: nothing more will come
+      } else if (it == unexpected_.end()) {
         posted_.push_back(op);
       } else {
         std::shared_ptr<Unexpected> message = std::move(*it);
@@ -283,16 +291,32 @@ bool TcpChannel::ReadAvailable(absl::Status* error) {
     size_t prefix_bytes = 0;
     {
       std::lock_guard<std::mutex> lock(recv_mu_);
-      if (recv_closed_) return false;
+      if (recv_closed_ || goodbye_posted_) return false;
       prefix = SwitchToClaimant(&prefix_bytes);
       if (prefix != nullptr) claimant = in_.op;
       *error = ConsumeStaged(&done);
-      if (error->ok()) count = NextReadVectors(iov);
+      if (error->ok() && goodbye_) {
+        goodbye_posted_ = true;
+        close_cause_ = PeerClosedGracefully();
+      } else if (error->ok()) {
+        count = NextReadVectors(iov);
+      }
     }
+
     // The claimant cannot complete before this copy: its completion, if due, is in `done`.
     if (prefix_bytes > 0) std::memcpy(claimant->data, prefix->data.get(), prefix_bytes);
     CompleteAll(done);
     if (!error->ok()) return false;
+    if (count == 0) {
+      // The close frame arrived (count stays 0 only then): fail this channel alone, on the loop.
+      absl::Status cause;
+      {
+        std::lock_guard<std::mutex> lock(recv_mu_);
+        cause = close_cause_;
+      }
+      loop_->Post([this, cause] { Fail(cause, /*graceful=*/true); });
+      return false;
+    }
     if (budget == 0) return true;
 
     ssize_t n = readv(socket_.fd(), iov, count);
@@ -354,6 +378,7 @@ absl::Status TcpChannel::ConsumeStaged(OpList* done) {
   while (true) {
     // A payload read straight into its destination may have just completed.
     if (in_.active && in_.received == in_.bytes) RETURN_IF_ERROR(FinishMessage(done));
+    if (goodbye_) break;  // whatever follows the close frame (its abort frame) is not read
     size_t staged = staged_end_ - staged_begin_;
     if (!in_.active) {
       if (staged < kHeaderBytes) break;
@@ -393,6 +418,11 @@ absl::Status TcpChannel::StartMessage(const tcp_wire::MessageHeader& header, OpL
   in_.active = true;
   in_.tag = tag;
   in_.bytes = bytes;
+  if (header.flags == tcp_wire::kCloseFlag) {
+    in_ = Inbound{};
+    goodbye_ = true;
+    return absl::OkStatus();
+  }
   if (header.flags == tcp_wire::kAbortFlag) {
     in_.abort = true;
     in_.abort_text.resize(bytes);
@@ -461,7 +491,9 @@ int TcpChannel::NextReadVectors(iovec* iov) {
 
 // ---- Failure -----------------------------------------------------------------------------------
 
-void TcpChannel::Fail(const absl::Status& cause) {
+void TcpChannel::Fail(const absl::Status& cause) { Fail(cause, /*graceful=*/false); }
+
+void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
   if (io_closed_) return;
   io_closed_ = true;
   loop_->Remove(socket_.fd());
@@ -469,7 +501,7 @@ void TcpChannel::Fail(const absl::Status& cause) {
   {
     std::lock_guard<std::mutex> lock(send_mu_);
     send_closed_ = true;
-    SendAbortFrame(cause);
+    if (!graceful) SendAbortFrame(cause);  // a leaving peer needs no explanation
     for (auto& op : send_queue_) failed.push_back(std::move(op));
     send_queue_.clear();
   }
@@ -481,7 +513,18 @@ void TcpChannel::Fail(const absl::Status& cause) {
     recv_closed_ = true;
     for (auto& op : posted_) failed.push_back(std::move(op));
     posted_.clear();
-    unexpected_.clear();
+    if (graceful) {
+      // Note [Graceful close]: what arrived in full stays receivable.
+      closed_gracefully_ = true;
+      close_cause_ = cause;
+      unexpected_.erase(std::remove_if(unexpected_.begin(), unexpected_.end(),
+                                       [](const std::shared_ptr<Unexpected>& u) {
+                                         return !u->complete || u->claimed_by != nullptr;
+                                       }),
+                        unexpected_.end());
+    } else {
+      unexpected_.clear();
+    }
     if (in_.op != nullptr) failed.push_back(std::move(in_.op));
     if (in_.unexpected != nullptr && in_.unexpected->claimed_by != nullptr) {
       failed.push_back(std::move(in_.unexpected->claimed_by));
@@ -508,6 +551,39 @@ void TcpChannel::SendAbortFrame(const absl::Status& cause) {
   msg.msg_iovlen = 2;
   // A full socket or a dead peer just means the peer learns less; nothing to handle.
   (void)sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Note [Graceful close]
+// A rank that finished its work destroys its transport while its peers may still be busy with
+// each other: with three ranks in a ring allgather, the last rank to receive its final block
+// exits while the other two still exchange theirs. Failing the survivors' whole transport then
+// (as for a crash) turned a clean exit into an error on ranks that no longer needed the leaver.
+// So a healthy transport's destructor first sends a close frame on every link with no send in
+// flight. A peer that reads it fails only this channel, and only what it still has pending with
+// the leaver: posted receives and queued sends fail with a status naming the leaver (and the
+// algorithm that waits on them then aborts the transport as usual; the leaver gets no abort
+// frame back, as it is not the one that failed), complete messages that
+// arrived before the frame stay receivable, and the other channels go on. A crash, a kill or an
+// Abort sends no close frame (or an abort frame first), so those still poison the transport.
+void TcpChannel::SendCloseFrame() {
+  std::lock_guard<std::mutex> lock(send_mu_);
+  if (send_closed_ || !send_queue_.empty()) return;
+  tcp_wire::MessageHeader header{0, 0, tcp_wire::kCloseFlag};
+  char encoded[kHeaderBytes];
+  tcp_wire::EncodeMessageHeader(header, encoded);
+  (void)send(socket_.fd(), encoded, kHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+absl::Status TcpChannel::PeerClosedGracefully() const {
+  return ErrorContext()
+      .Rank(link_->rank, link_->world_size)
+      .Peer(link_->peer, link_->peer_address)
+      .Hint(absl::StrCat("rank ", link_->peer,
+                         " finished (or destroyed its communicator) while this rank still "
+                         "expected to exchange data with it: do all ranks run the same "
+                         "collectives?"))
+      .Wrap(absl::UnavailableError(absl::StrCat("peer rank ", link_->peer, " (",
+                                                link_->peer_address, ") closed its transport")));
 }
 
 absl::Status TcpChannel::PeerAborted(uint64_t code, const std::string& text) const {

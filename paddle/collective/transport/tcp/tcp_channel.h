@@ -88,6 +88,12 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // stops reading and writing, and shuts the socket down so the peer sees the link close.
   void Fail(const absl::Status& cause);
 
+  // Note [Graceful close]: sends the close frame if no send is in flight. Any thread, before the
+  // transport fails its channels on destruction.
+  void SendCloseFrame();
+  // Fail(cause), keeping complete unexpected messages receivable when `graceful`.
+  void Fail(const absl::Status& cause, bool graceful);
+
   bool OnEvents(uint32_t events) override;
 
   // Note [Waiter reads]: if the reader role is free, reads the socket on the calling thread until
@@ -161,6 +167,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   absl::Status SizeMismatch(const TcpOp& op, size_t sent_bytes) const;
   absl::Status PeerAborted(uint64_t code, const std::string& text) const;
   absl::Status PeerClosed() const;
+  absl::Status PeerClosedGracefully() const;
   absl::Status IoError(const char* what, int err) const;
 
   const std::shared_ptr<const TcpLinkInfo> link_;
@@ -182,6 +189,13 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   std::deque<std::shared_ptr<Unexpected>> unexpected_ ABSL_GUARDED_BY(recv_mu_);
   int64_t recv_seq_ ABSL_GUARDED_BY(recv_mu_) = 0;
   bool recv_closed_ ABSL_GUARDED_BY(recv_mu_) = false;
+  // Note [Graceful close]: the peer's close frame was read (`goodbye_`), the channel's failure
+  // was handed to the loop (`goodbye_posted_`), and, once failed, the complete messages that had
+  // arrived are kept for later receives (`closed_gracefully_`, with `close_cause_`).
+  bool goodbye_ ABSL_GUARDED_BY(recv_mu_) = false;
+  bool goodbye_posted_ ABSL_GUARDED_BY(recv_mu_) = false;
+  bool closed_gracefully_ ABSL_GUARDED_BY(recv_mu_) = false;
+  absl::Status close_cause_ ABSL_GUARDED_BY(recv_mu_);
 
   const std::shared_ptr<TcpReaderHook> reader_ = std::make_shared<TcpReaderHook>();
 

@@ -94,12 +94,17 @@ class TcpTransport final : public Transport, private TcpChannel::Owner {
   std::vector<std::unique_ptr<TcpChannel>> channels_;  // null at rank_
 
   std::atomic<bool> poisoned_{false};
+  std::atomic<bool> close_gracefully_{false};  // set by the destructor
   mutable std::mutex mu_;
   absl::Status cause_ ABSL_GUARDED_BY(mu_);
 };
 
 TcpTransport::~TcpTransport() {
   if (loop_ != nullptr) {
+    // Note [Graceful close] in tcp_channel.cc: a healthy transport says goodbye first. The
+    // frames go out from FailAll, on the loop thread, after this transport is marked poisoned,
+    // so whatever the peers answer cannot replace the cause below.
+    close_gracefully_.store(PoisonCause().ok());
     Abort(absl::CancelledError(
         absl::StrCat("the transport of rank ", rank_, "/", world_size_, " was destroyed")));
     loop_->Stop();  // runs the FailAll() just posted, then joins
@@ -178,8 +183,11 @@ absl::Status TcpTransport::PoisonCause() const {
 
 void TcpTransport::FailAll() {
   absl::Status cause = PoisonCause();
+  const bool graceful = close_gracefully_.load();
   for (auto& channel : channels_) {
-    if (channel != nullptr) channel->Fail(cause);
+    if (channel == nullptr) continue;
+    if (graceful) channel->SendCloseFrame();
+    channel->Fail(cause);
   }
 }
 

@@ -74,7 +74,8 @@ absl::Status DecodeMessageHeader(const char* in, MessageHeader* header) {
   header->flags = flags;
   header->tag = Get<uint64_t>(in, 8);
   header->bytes = Get<uint64_t>(in, 16);
-  bool bad_flags = flags != 0 && (flags != kAbortFlag || header->bytes > kMaxAbortBytes);
+  bool bad_flags = flags != 0 && (flags != kAbortFlag || header->bytes > kMaxAbortBytes) &&
+                   (flags != kCloseFlag || header->bytes != 0);
   if (magic != kMessageMagic || bad_flags || header->bytes > kMaxMessageBytes) {
     return absl::DataLossError(absl::StrFormat(
         "protocol error: bad message header (magic 0x%08x, expected 0x%08x; flags %u; tag %u; "

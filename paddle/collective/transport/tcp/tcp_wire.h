@@ -22,6 +22,10 @@
 // closes a link (when the link is between messages): tag is the absl::StatusCode of its cause and
 // the payload (at most kMaxAbortBytes) the cause's text, so the peer can report the rank that
 // really failed instead of blaming the rank that merely passed the failure on.
+// Flags kCloseFlag (no payload) is the first frame a healthy transport sends when it is destroyed
+// with no send in flight: the peer keeps what has already arrived (receives may still take it)
+// and fails only what it still expects from or sends to this rank, without poisoning its own
+// transport (Note [Graceful close] in tcp_channel.cc).
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_WIRE_H_
 #define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_WIRE_H_
 
@@ -56,6 +60,7 @@ struct MessageHeader {
 };
 constexpr size_t kMessageHeaderBytes = 24;
 constexpr uint32_t kAbortFlag = 1;
+constexpr uint32_t kCloseFlag = 2;
 constexpr uint64_t kMaxAbortBytes = 4096;
 // Larger messages are taken for a corrupted header (no single buffer is 1 TiB).
 constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 40;
