@@ -286,7 +286,8 @@ absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Mo
   return manager.Save(p.step, state);
 }
 
-// The data-parallel group when the launcher started us (WORLD_SIZE set), else none.
+// The data-parallel group when started by the launcher (WORLD_SIZE set) or by mpirun/srun
+// (OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS, with MASTER_ADDR exported), else none.
 struct Group {
   RendezvousResult rendezvous;  // owns the store; outlives the communicator below
   std::unique_ptr<Communicator> comm;
@@ -295,7 +296,12 @@ struct Group {
 };
 
 absl::Status JoinGroup(const Options& o, Group* g) {
-  if (std::getenv("WORLD_SIZE") == nullptr) return absl::OkStatus();
+  const bool launched = std::getenv("WORLD_SIZE") != nullptr ||
+                        (std::getenv("MASTER_ADDR") != nullptr &&
+                         (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+                          std::getenv("PMI_SIZE") != nullptr ||
+                          std::getenv("SLURM_NTASKS") != nullptr));
+  if (!launched) return absl::OkStatus();
   ASSIGN_OR_RETURN(Backend backend, ParseBackend(o.backend));
   ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));
   CommunicatorOptions options;

@@ -41,7 +41,7 @@ rc=$?
 elapsed=$(($(date +%s) - start))
 [[ $rc -eq 7 ]] || fail "expected the failing rank's status 7, got $rc"
 ((elapsed < 30)) || fail "stopping the job took ${elapsed}s"
-grep -q "rank 1 failed (exit status 7)" "$work/fail.out" || fail "failure not reported: $(cat "$work/fail.out")"
+grep -q "rank 1 (local rank 1 on node 0, pid [0-9]*) exited with status 7" "$work/fail.out" || fail "failure not reported: $(cat "$work/fail.out")"
 sleep 0.5
 if kill -0 "$(cat "$work/pid.0")" 2>/dev/null; then fail "rank 0 outlived the launcher"; fi
 

@@ -111,6 +111,69 @@ absl::StatusOr<std::string> RequireEnv(const char* name, absl::string_view url) 
   return *value;
 }
 
+// Note [Cluster engine ranks]: the launcher (and torchrun) set RANK and WORLD_SIZE; mpirun, an
+// MPICH-style PMI launcher and srun set their own variables instead. The first pair whose rank
+// variable is set wins, so a launcher's RANK beats an mpirun that happens to surround it.
+struct RankVariables {
+  const char* rank;
+  const char* size;
+};
+constexpr RankVariables kRankVariables[] = {
+    {"RANK", "WORLD_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},
+    {"SLURM_PROCID", "SLURM_NTASKS"},
+};
+constexpr const char* kLocalRankVariables[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                               "MPI_LOCALRANKID", "SLURM_LOCALID"};
+
+absl::StatusOr<int> IntFromEnv(const char* name, absl::string_view url) {
+  absl::StatusOr<std::string> value = RequireEnv(name, url);
+  if (!value.ok()) return value.status();
+  return ParseInt(*value, absl::StrCat("environment variable ", name), url);
+}
+
+// Fills out->rank and out->world_size (those not given in the query) from the first pair of
+// kRankVariables whose rank variable is set.
+absl::Status RankFromEnvironment(absl::string_view url, RendezvousUrl* out) {
+  for (const RankVariables& vars : kRankVariables) {
+    absl::optional<std::string> rank = GetEnv(vars.rank);
+    if (!rank.has_value() || rank->empty()) continue;
+    absl::StatusOr<int> r = IntFromEnv(vars.rank, url);
+    if (!r.ok()) return r.status();
+    absl::StatusOr<int> n = IntFromEnv(vars.size, url);
+    if (!n.ok()) return n.status();
+    if (out->rank < 0) out->rank = *r;
+    if (out->world_size == 0) out->world_size = *n;
+    out->rank_source = absl::StrCat(vars.rank, "/", vars.size);
+    return absl::OkStatus();
+  }
+  // None set. RANK alone set is impossible here, so a missing WORLD_SIZE was reported above.
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "rendezvous URL '%s': environment variable RANK is not set, nor OMPI_COMM_WORLD_RANK "
+      "(mpirun), PMI_RANK (MPICH) or SLURM_PROCID (srun); env:// reads the rank and world size "
+      "from RANK/WORLD_SIZE (set by the paddle launcher and torchrun) or one of those pairs, or "
+      "use env://?rank=R&world_size=N",
+      url));
+}
+
+// The local rank, or -1 when no variable names it.
+absl::StatusOr<int> LocalRankFromEnvironment(absl::string_view url) {
+  for (const char* name : kLocalRankVariables) {
+    absl::optional<std::string> value = GetEnv(name);
+    if (!value.has_value() || value->empty()) continue;
+    absl::StatusOr<int> n = ParseInt(*value, absl::StrCat("environment variable ", name), url);
+    if (!n.ok()) return n.status();
+    if (*n < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "rendezvous URL '%s': environment variable %s is %d; a local rank is at least 0", url,
+          name, *n));
+    }
+    return *n;
+  }
+  return -1;
+}
+
 }  // namespace
 
 absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url) {
@@ -171,15 +234,13 @@ absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url) {
     out.host = *addr;
     out.port = p;
     out.source = absl::StrCat("env:// (MASTER_ADDR=", out.host, ", MASTER_PORT=", p, ")");
-    for (const char* name : {"RANK", "WORLD_SIZE"}) {
-      std::string field = name == std::string("RANK") ? "rank" : "world_size";
-      if (fields.contains(field)) continue;
-      absl::StatusOr<std::string> value = RequireEnv(name, url);
-      if (!value.ok()) return value.status();
-      absl::StatusOr<int> n = ParseInt(*value, absl::StrCat("environment variable ", name), url);
-      if (!n.ok()) return n.status();
-      (field == "rank" ? out.rank : out.world_size) = *n;
+    if (!fields.contains("rank") || !fields.contains("world_size")) {
+      absl::Status s = RankFromEnvironment(url, &out);
+      if (!s.ok()) return s;
     }
+    absl::StatusOr<int> local_rank = LocalRankFromEnvironment(url);
+    if (!local_rank.ok()) return local_rank.status();
+    out.local_rank = *local_rank;
   } else if (scheme == "tcp" || scheme == "etcd") {
     out.scheme = scheme == "tcp" ? RendezvousScheme::kTcp : RendezvousScheme::kEtcd;
     absl::Status s = ParseHostPort(authority, "the address", url, &out);

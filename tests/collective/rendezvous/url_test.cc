@@ -19,7 +19,12 @@ class EnvTest : public ::testing::Test {
   void SetUp() override { Clear(); }
   void TearDown() override { Clear(); }
   static void Clear() {
-    for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) unsetenv(name);
+    for (const char* name :
+         {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",
+          "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}) {
+      unsetenv(name);
+    }
   }
   static void SetAll() {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
@@ -107,6 +112,8 @@ TEST_F(EnvTest, ReadsTheTorchrunVariables) {
   EXPECT_EQ(url->rank, 3);
   EXPECT_EQ(url->world_size, 8);
   EXPECT_THAT(url->source, HasSubstr("MASTER_PORT=29500"));
+  EXPECT_EQ(url->rank_source, "RANK/WORLD_SIZE");
+  EXPECT_EQ(url->local_rank, -1);
   // Query fields win over the environment.
   auto overridden = ParseRendezvousUrl("env://?rank=1&world_size=2");
   ASSERT_TRUE(overridden.ok()) << overridden.status();
@@ -140,6 +147,75 @@ TEST_F(EnvTest, EachGarbledVariableIsNamed) {
   ExpectInvalid("env://", "rank 8 is out of range for world_size 8");
   SetAll();
   ExpectInvalid("env://somehost:1", "env:// takes no host");
+}
+
+// Each cluster engine's variables, alone: the rank, world size and local rank come from them.
+TEST_F(EnvTest, ReadsTheClusterEngineVariables) {
+  struct Engine {
+    const char* rank;
+    const char* size;
+    const char* local;
+  };
+  for (Engine e :
+       {Engine{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+        Engine{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+        Engine{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}}) {
+    Clear();
+    setenv("MASTER_ADDR", "10.0.0.1", 1);
+    setenv("MASTER_PORT", "29501", 1);
+    setenv(e.rank, "5", 1);
+    setenv(e.size, "6", 1);
+    setenv(e.local, "1", 1);
+    auto url = ParseRendezvousUrl("env://");
+    ASSERT_TRUE(url.ok()) << e.rank << ": " << url.status();
+    EXPECT_EQ(url->rank, 5) << e.rank;
+    EXPECT_EQ(url->world_size, 6) << e.rank;
+    EXPECT_EQ(url->local_rank, 1) << e.rank;
+    EXPECT_EQ(url->rank_source, absl::StrCat(e.rank, "/", e.size));
+  }
+}
+
+// RANK/WORLD_SIZE win over an engine's variables; LOCAL_RANK over the engine's local rank.
+TEST_F(EnvTest, LauncherVariablesWinOverTheEngine) {
+  SetAll();
+  setenv("LOCAL_RANK", "2", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+  auto url = ParseRendezvousUrl("env://");
+  ASSERT_TRUE(url.ok()) << url.status();
+  EXPECT_EQ(url->rank, 3);
+  EXPECT_EQ(url->world_size, 8);
+  EXPECT_EQ(url->local_rank, 2);
+  EXPECT_EQ(url->rank_source, "RANK/WORLD_SIZE");
+}
+
+TEST_F(EnvTest, ClusterEngineErrorsNameTheVariables) {
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  // Nothing set: every variable looked at is named.
+  absl::StatusOr<RendezvousUrl> none = ParseRendezvousUrl("env://");
+  ASSERT_FALSE(none.ok());
+  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    EXPECT_THAT(std::string(none.status().message()), HasSubstr(name));
+  }
+  setenv("SLURM_PROCID", "1", 1);
+  ExpectInvalid("env://", "environment variable SLURM_NTASKS is not set");
+  setenv("SLURM_NTASKS", "two", 1);
+  ExpectInvalid("env://", "environment variable SLURM_NTASKS is \"two\", which is not an integer");
+  setenv("SLURM_NTASKS", "1", 1);
+  ExpectInvalid("env://", "rank 1 is out of range for world_size 1");
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("SLURM_LOCALID", "x", 1);
+  ExpectInvalid("env://", "environment variable SLURM_LOCALID is \"x\"");
+  setenv("SLURM_LOCALID", "-1", 1);
+  ExpectInvalid("env://", "SLURM_LOCALID is -1; a local rank is at least 0");
+  setenv("SLURM_LOCALID", "0", 1);
+  EXPECT_TRUE(ParseRendezvousUrl("env://").ok());
+  // The query still wins.
+  auto q = ParseRendezvousUrl("env://?rank=0&world_size=1");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->world_size, 1);
 }
 
 }  // namespace

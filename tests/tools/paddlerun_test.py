@@ -1,0 +1,308 @@
+"""Unit tests of the launcher library (tools/paddlerun) and the k8s manifest writer (tools/k8s):
+option parsing and its errors, the workers' environment, label resolution, the stores, the node
+rendezvous (ranks, master, disagreements, timeouts) and the manifests' consistency."""
+import os
+import stat
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "tools"))
+
+import k8s  # noqa: E402
+from paddlerun import kvstore, logs, options, rendezvous  # noqa: E402
+
+
+class OptionsTest(unittest.TestCase):
+    def test_defaults_and_aliases(self):
+        o = options.parse(["--nproc-per-node=4", "prog", "--x", "-y", "z"])
+        self.assertEqual(o.nproc, 4)
+        self.assertEqual((o.min_nodes, o.max_nodes), (1, 1))
+        self.assertEqual(o.program, "prog")
+        self.assertEqual(o.args, ["--x", "-y", "z"])  # untouched, even launcher-like flags
+        self.assertIsNone(o.endpoint)
+        o = options.parse(["--nproc=2", "prog", "--nproc=9"])
+        self.assertEqual((o.nproc, o.args), (2, ["--nproc=9"]))
+
+    def test_multi_node(self):
+        o = options.parse(["--nnodes=2:4", "--rdzv-endpoint=10.0.0.1", "--rdzv-backend=c10d",
+                           "--max-restarts=3", "--local-ranks-filter=0,2", "p"])
+        self.assertEqual((o.min_nodes, o.max_nodes), (2, 4))
+        self.assertEqual(o.endpoint, ("10.0.0.1", 29400))
+        self.assertEqual(o.rdzv_backend, "tcp")
+        self.assertEqual(o.ranks_filter, {0, 2})
+        self.assertEqual(o.rdzv_id, "default")
+        o = options.parse(["--nnodes=2", "--rdzv-endpoint=[::1]:5", "--rdzv-backend=etcd", "p"])
+        self.assertEqual(o.endpoint, ("::1", 5))
+
+    def test_errors_name_the_option(self):
+        cases = {
+            ("--nproc=0", "p"): "--nproc is 0",
+            ("--nnodes=3:2", "p"): "--nnodes is '3:2'",
+            ("--nnodes=x", "p"): "expected N or MIN:MAX",
+            ("--nnodes=2", "p"): "--nnodes=2 needs --rdzv-endpoint",
+            ("--nnodes=2", "--node-rank=2", "--rdzv-endpoint=h:1", "p"): "--node-rank is 2",
+            ("--rdzv-endpoint=h:99999", "p"): "port 99999",
+            ("--standalone", "--nnodes=2", "--rdzv-endpoint=h:1", "p"): "--standalone runs one",
+            ("--tee", "p"): "--tee",
+            ("--local-ranks-filter=a", "p"): "--local-ranks-filter is 'a'",
+            ("--max-restarts=-1", "p"): "--max-restarts is -1",
+            ("--rdzv-id=a/b", "p"): "--rdzv-id",
+            ("--rdzv-backend=etcd", "p"): "needs --rdzv-endpoint",
+            ("--no-such-option", "p"): "unrecognized arguments",
+            (): "required: program",
+        }
+        for argv, needle in cases.items():
+            with self.assertRaises(options.UsageError, msg=argv) as cm:
+                options.parse(list(argv))
+            self.assertIn(needle, str(cm.exception), argv)
+
+    def test_help_documents_every_option_and_variable(self):
+        text = options.build_parser().format_help()
+        for word in ["--nproc", "--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-backend",
+                     "--rdzv-endpoint", "--rdzv-id", "--standalone", "--max-restarts",
+                     "--monitor-interval", "--log-dir", "--tee", "--local-ranks-filter",
+                     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                     "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+                     "TORCHELASTIC_RUN_ID", "PADDLE_RESTART_COUNT", "PADDLE_SOCKET_IFNAME"]:
+            self.assertIn(word, text)
+
+    def test_worker_env(self):
+        env = options.worker_env({"KEEP": "1", "RANK": "old"}, rank=5, local_rank=1,
+                                 world_size=8, local_world_size=4, group_rank=1,
+                                 group_world_size=2, master_addr="10.0.0.1", master_port=1234,
+                                 restart_count=2, max_restarts=3, run_id="job", nnodes="1:2")
+        want = {"KEEP": "1", "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8",
+                "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2",
+                "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234",
+                "TORCHELASTIC_RESTART_COUNT": "2", "PADDLE_RESTART_COUNT": "2",
+                "TORCHELASTIC_MAX_RESTARTS": "3", "TORCHELASTIC_RUN_ID": "job",
+                "PADDLE_RUN_ID": "job", "ROLE_RANK": "5", "ROLE_WORLD_SIZE": "8"}
+        for k, v in want.items():
+            self.assertEqual(env[k], v, k)
+
+    def test_resolve_program(self):
+        with tempfile.TemporaryDirectory() as d:
+            runfiles = os.path.join(d, "launch.runfiles")
+            binary = os.path.join(runfiles, "paddle", "examples", "train")
+            os.makedirs(os.path.dirname(binary))
+            with open(binary, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(binary, stat.S_IRWXU)
+            script = os.path.join(d, "launch")
+            saved = os.environ.pop("RUNFILES_DIR", None)
+            try:
+                self.assertEqual(options.resolve_program("//examples:train", script), [binary])
+                with self.assertRaises(options.UsageError) as cm:
+                    options.resolve_program("//examples:nothing", script)
+                self.assertIn("not among the launcher's runfiles", str(cm.exception))
+            finally:
+                if saved is not None:
+                    os.environ["RUNFILES_DIR"] = saved
+        self.assertEqual(options.resolve_program("a.py", "x"), ["/usr/bin/python3", "a.py"])
+        self.assertEqual(options.resolve_program("./prog", "x"), ["./prog"])
+
+
+class StoreTest(unittest.TestCase):
+    def check_store(self, store):
+        self.assertIsNone(store.get("k"))
+        store.set("k", "v")
+        self.assertEqual(store.get("k"), "v")
+        self.assertEqual(store.add("n", 2), 2)
+        self.assertEqual(store.add("n", 3), 5)
+
+    def test_tcp(self):
+        server = kvstore.TcpStoreServer("127.0.0.1", 0)
+        try:
+            store = kvstore.TcpStore("127.0.0.1", server.port, 5)
+            self.check_store(store)
+            # Many clients adding at once: the counter is atomic.
+            clients = [kvstore.TcpStore("127.0.0.1", server.port, 5) for _ in range(4)]
+            threads = [threading.Thread(target=lambda c=c: [c.add("c", 1) for _ in range(50)])
+                       for c in clients]
+            [t.start() for t in threads]
+            [t.join() for t in threads]
+            self.assertEqual(store.get("c"), "200")
+            with self.assertRaises(kvstore.StoreError) as cm:
+                kvstore.TcpStoreServer("127.0.0.1", server.port)
+            self.assertIn("already in use", str(cm.exception))
+        finally:
+            server.close()
+
+    def test_tcp_unreachable_is_bounded(self):
+        port = options.free_port()
+        start = time.monotonic()
+        with self.assertRaises(kvstore.StoreError) as cm:
+            kvstore.TcpStore("127.0.0.1", port, 1.0)
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertIn(f"cannot reach the rendezvous store at 127.0.0.1:{port} within 1 s",
+                      str(cm.exception))
+
+    def test_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.check_store(kvstore.FileStore(d, "job"))
+
+
+class RendezvousTest(unittest.TestCase):
+    def setUp(self):
+        self.server = kvstore.TcpStoreServer("127.0.0.1", 0)
+
+    def tearDown(self):
+        self.server.close()
+
+    def node(self, nnodes="2", node_rank=-1, nproc=2, timeout=10, addr="127.0.0.1"):
+        lo, hi = options.parse_nnodes(nnodes)
+        store = kvstore.TcpStore("127.0.0.1", self.server.port, 5)
+        return rendezvous.NodeRendezvous(store, min_nodes=lo, max_nodes=hi, nnodes=nnodes,
+                                         node_rank=node_rank, nproc=nproc, local_addr=addr,
+                                         timeout=timeout, last_call=0.5)
+
+    def join_all(self, nodes, r=0):
+        results = [None] * len(nodes)
+
+        def run(i):
+            try:
+                results[i] = nodes[i].join(r)
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                results[i] = e
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(nodes))]
+        for t in threads:
+            t.start()
+            time.sleep(0.05)
+        [t.join() for t in threads]
+        return results
+
+    def test_static_ranks_follow_node_rank(self):
+        nodes = [self.node(node_rank=1, nproc=3, addr="10.0.0.2"),
+                 self.node(node_rank=0, nproc=2, addr="10.0.0.1")]
+        a, b = self.join_all(nodes)
+        self.assertEqual((a.group_rank, a.rank_offset, a.world_size), (1, 2, 5))
+        self.assertEqual((b.group_rank, b.rank_offset, b.world_size), (0, 0, 5))
+        self.assertEqual((a.master_addr, a.master_port), (b.master_addr, b.master_port))
+        self.assertEqual(a.master_addr, "10.0.0.1")
+        # The next round gets a fresh master port.
+        c, d = self.join_all(nodes, r=1)
+        self.assertEqual(c.round, 1)
+        self.assertEqual(c.master_port, d.master_port)
+
+    def test_elastic_closes_with_min_after_last_call(self):
+        nodes = [self.node(nnodes="2:3"), self.node(nnodes="2:3")]
+        start = time.monotonic()
+        a, b = self.join_all(nodes)
+        self.assertGreaterEqual(time.monotonic() - start, 0.5)
+        self.assertEqual((a.group_world_size, sorted([a.group_rank, b.group_rank])), (2, [0, 1]))
+        late = self.node(nnodes="2:3")
+        with self.assertRaises(rendezvous.Late):
+            late.join(0)
+
+    def test_disagreeing_nnodes(self):
+        a, b = self.join_all([self.node(nnodes="2"), self.node(nnodes="3")])
+        for result in (a, b):
+            self.assertIsInstance(result, rendezvous.RendezvousError)
+            self.assertIn("launchers disagree on --nnodes", str(result))
+
+    def test_duplicate_node_rank(self):
+        a, b = self.join_all([self.node(node_rank=1), self.node(node_rank=1)])
+        self.assertIsInstance(a, rendezvous.RendezvousError)
+        self.assertIn("two launchers were started with --node-rank=1", str(a))
+
+    def test_too_few_nodes_time_out(self):
+        start = time.monotonic()
+        with self.assertRaises(rendezvous.RendezvousError) as cm:
+            self.node(nnodes="3", timeout=1).join(0)
+        self.assertLess(time.monotonic() - start, 4)
+        self.assertIn("only 1 of 3 nodes joined", str(cm.exception))
+
+
+class LogMuxTest(unittest.TestCase):
+    def test_prefix_files_filter_and_tail(self):
+        import io
+        import subprocess
+        with tempfile.TemporaryDirectory() as d:
+            out = io.StringIO()
+            mux = logs.LogMux(d, 0, tee=True, ranks_filter={1}, out=out)
+            procs = []
+            for local in range(2):
+                p = subprocess.Popen(["/bin/sh", "-c", f"echo a{local}; printf b{local}"],
+                                     stdout=subprocess.PIPE)
+                mux.add(10 + local, local, p.stdout)
+                procs.append(p)
+            [p.wait() for p in procs]
+            mux.drain(5)
+            self.assertEqual(out.getvalue(), "[rank 11] a1\n[rank 11] b1\n")
+            with open(os.path.join(d, "attempt_0", "rank_10.log")) as f:
+                self.assertEqual(f.read(), "a0\nb0\n")
+            self.assertEqual(mux.tail(10), ["a0", "b0"])
+
+
+class K8sTest(unittest.TestCase):
+    def check_consistent(self, objs, nnodes, elastic):
+        by_kind = {}
+        for o in objs:
+            by_kind.setdefault(o["kind"], []).append(o)
+        job = by_kind["Job"][0]
+        spec = job["spec"]
+        self.assertEqual(spec["completionMode"], "Indexed")
+        self.assertEqual(spec["completions"], nnodes)
+        self.assertEqual(spec["parallelism"], nnodes)
+        pod = spec["template"]
+        headless = [s for s in by_kind["Service"] if s["spec"].get("clusterIP") == "None"][0]
+        # The headless Service selects the job's pods, and the pods use it as their subdomain.
+        for k, v in headless["spec"]["selector"].items():
+            self.assertEqual(pod["metadata"]["labels"][k], v)
+        self.assertEqual(pod["spec"]["subdomain"], headless["metadata"]["name"])
+        container = pod["spec"]["containers"][0]
+        command = container["command"]
+        self.assertEqual(command[0], "paddlerun")
+        env_names = {e["name"] for e in container["env"]}
+        self.assertIn("POD_IP", env_names)
+        ports = {p["containerPort"] for p in container["ports"]}
+        self.assertIn(headless["spec"]["ports"][0]["targetPort"], ports)
+        if elastic:
+            etcd = by_kind["Deployment"][0]
+            etcd_svc = [s for s in by_kind["Service"] if s is not headless][0]
+            self.assertEqual(etcd_svc["spec"]["selector"], etcd["spec"]["selector"]["matchLabels"])
+            for k, v in etcd_svc["spec"]["selector"].items():
+                self.assertEqual(etcd["spec"]["template"]["metadata"]["labels"][k], v)
+            port = etcd_svc["spec"]["ports"][0]["targetPort"]
+            self.assertEqual(etcd["spec"]["template"]["spec"]["containers"][0]["ports"][0]
+                             ["containerPort"], port)
+            self.assertIn("--rdzv-backend=etcd", command)
+            self.assertIn(f"--rdzv-endpoint={etcd_svc['metadata']['name']}:{port}", command)
+            self.assertNotIn("JOB_COMPLETION_INDEX", " ".join(command))
+        else:
+            self.assertNotIn("Deployment", by_kind)
+            name = job["metadata"]["name"]
+            self.assertIn(f"--rdzv-endpoint={name}-0.{headless['metadata']['name']}:"
+                          f"{headless['spec']['ports'][0]['port']}", command)
+            self.assertIn("--node-rank=$(JOB_COMPLETION_INDEX)", command)
+            self.assertIn("JOB_COMPLETION_INDEX", env_names)
+        # The launcher's own options parse; the program and its arguments come last.
+        argv = [a.replace("$(JOB_COMPLETION_INDEX)", "0").replace("$(POD_IP)", "10.0.0.1")
+                for a in command[1:]]
+        opts = options.parse(argv)
+        self.assertEqual(opts.program, "//examples:fashion_mnist")
+        self.assertEqual(opts.args, ["--model=cnn"])
+        self.assertEqual(opts.max_nodes, nnodes)
+
+    def test_static(self):
+        objs = k8s.manifests("fm", "img:1", "3", 4, "//examples:fashion_mnist", ["--model=cnn"])
+        self.check_consistent(objs, 3, elastic=False)
+        self.assertIn('"kind": "Job"', k8s.to_yaml(objs))
+
+    def test_elastic(self):
+        objs = k8s.manifests("fm", "img:1", "2:4", 1, "//examples:fashion_mnist", ["--model=cnn"])
+        self.check_consistent(objs, 4, elastic=True)
+
+    def test_bad_nnodes(self):
+        with self.assertRaises(ValueError):
+            k8s.manifests("fm", "img", "3:2", 1, "p")
+        with self.assertRaises(ValueError):
+            k8s.manifests("fm", "img", "2", 0, "p")
+
+
+if __name__ == "__main__":
+    unittest.main()

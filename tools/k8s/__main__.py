@@ -1,0 +1,34 @@
+"""CLI: python3 -m k8s (PYTHONPATH=tools) or `bazel run //tools:k8s -- ...`; writes the manifests
+of tools/k8s/__init__.py to stdout."""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+
+import k8s  # noqa: E402
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="k8s", description=k8s.__doc__.split("\n\n")[0])
+    ap.add_argument("--name", required=True, help="job name (DNS label)")
+    ap.add_argument("--image", required=True, help="container image with paddlerun installed")
+    ap.add_argument("--nnodes", default="1", help="pods: N, or MIN:MAX (adds etcd)")
+    ap.add_argument("--nproc", type=int, default=1, help="workers per pod")
+    ap.add_argument("--max-restarts", type=int, default=3)
+    ap.add_argument("--cpu", default="2")
+    ap.add_argument("--memory", default="4Gi")
+    ap.add_argument("program")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    o = ap.parse_args(argv)
+    try:
+        objs = k8s.manifests(o.name, o.image, o.nnodes, o.nproc, o.program, o.args,
+                             o.max_restarts, o.cpu, o.memory)
+    except ValueError as e:
+        ap.error(str(e))
+    sys.stdout.write(k8s.to_yaml(objs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,113 @@
+"""Entry point: parse the options, open the rendezvous store, run the agent.
+
+Used by tools/launch.py (`bazel run //tools:launch`) and by the installed `paddlerun` wrapper.
+"""
+import os
+import socket
+import sys
+import time
+
+from paddlerun import agent, kvstore, options, rendezvous
+
+
+def _is_local(host):
+    """Whether this machine has the address `host` resolves to (so it can host the store)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, _, _, _, addr in infos:
+        with socket.socket(family) as s:
+            try:
+                s.bind((addr[0], 0))
+                return True
+            except OSError:
+                continue
+    return False
+
+
+def open_store(opts, say):
+    """(store, server or None) for the options' rendezvous backend; raises StoreError."""
+    if opts.rdzv_backend == "file":
+        return kvstore.FileStore(opts.rdzv_endpoint or "/tmp/paddlerun", opts.rdzv_id), None
+    if opts.rdzv_backend == "etcd":
+        host, port = opts.endpoint
+        return kvstore.EtcdStore(host, port, opts.rdzv_id, opts.rdzv_timeout), None
+    server = None
+    if opts.endpoint is None:
+        server = kvstore.TcpStoreServer("127.0.0.1", 0)
+        host, port = "127.0.0.1", server.port
+    else:
+        host, port = opts.endpoint
+        local = _is_local(host)
+        if opts.node_rank == 0 or (opts.max_nodes == 1 and opts.node_rank < 0):
+            server = kvstore.TcpStoreServer(host if local else "0.0.0.0", port)
+        elif opts.node_rank < 0 and local:
+            try:  # elastic: the first launcher on the endpoint's machine hosts the store
+                server = kvstore.TcpStoreServer(host, port)
+            except kvstore.StoreError:
+                pass
+        if server is not None:
+            say(f"hosting the rendezvous store on {host}:{port}")
+    return kvstore.TcpStore(host, port, opts.rdzv_timeout), server
+
+
+def main(argv=None, script=None):
+    t0 = time.monotonic()
+    argv = sys.argv[1:] if argv is None else argv
+    script = script or sys.argv[0]
+
+    def say(message):
+        sys.stderr.write(f"paddlerun: {message}\n")
+        sys.stderr.flush()
+
+    try:
+        opts = options.parse(argv)
+        command = options.resolve_program(opts.program, script) + opts.args
+    except options.UsageError as e:
+        say(f"error: {e}")
+        say("see paddlerun --help")
+        return 2
+    cwd = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
+    server = None
+    store = None
+    try:
+        store, server = open_store(opts, say)
+        local_addr = opts.local_addr or store.local_addr
+        if not local_addr:
+            local_addr = "127.0.0.1" if opts.max_nodes == 1 else socket.gethostbyname(
+                socket.gethostname())
+        rdzv = rendezvous.NodeRendezvous(
+            store, min_nodes=opts.min_nodes, max_nodes=opts.max_nodes, nnodes=opts.nnodes,
+            node_rank=opts.node_rank, nproc=opts.nproc, local_addr=local_addr,
+            timeout=opts.rdzv_timeout, last_call=opts.rdzv_last_call,
+            master_addr=opts.master_addr or ("127.0.0.1" if opts.max_nodes == 1 else ""),
+            first_master_port=opts.master_port)
+        a = agent.Agent(opts, command, rdzv, store, cwd)
+        a.install_signal_handlers()
+        code = a.run()
+    except (kvstore.StoreError, rendezvous.RendezvousError) as e:
+        say(f"error: {e}")
+        code = agent.EXIT_RENDEZVOUS
+    finally:
+        if store is not None:
+            _linger(store, server)
+        if server is not None:
+            server.close()
+    say(f"exit status {code} after {time.monotonic() - t0:.2f} s")
+    return code
+
+
+def _linger(store, server):
+    """Every launcher counts itself out of the last round; the store's host then waits (at most
+    3 s) until the others have, so none of them mistakes the end of the job for a lost store."""
+    try:
+        r = int(store.get("round") or 0)
+        size = int(store.get(f"r{r}/size") or 1)
+        store.add(f"r{r}/exited", 1)
+        deadline = time.monotonic() + 3.0
+        while (server is not None and time.monotonic() < deadline and
+               int(store.get(f"r{r}/exited") or 0) < size):
+            time.sleep(0.05)
+    except kvstore.StoreError:
+        pass

@@ -1,0 +1,280 @@
+"""The launcher's command line: options first, then the program and its untouched arguments.
+
+parse() returns an argparse.Namespace with two derived fields, min_nodes and max_nodes (from
+--nnodes=N or MIN:MAX), and raises UsageError (exit status 2) for anything malformed, before any
+process is started or any store contacted.
+"""
+import argparse
+import os
+import re
+import socket
+import uuid
+
+USAGE = "paddlerun [options] TARGET_OR_PROGRAM [args...]"
+
+DESCRIPTION = """\
+Starts the workers of a data-parallel job on this node, as torchrun does, and watches them.
+
+  paddlerun --nproc=4 //examples:fashion_mnist --model=cnn          (one machine)
+  bazel run //tools:launch -- --nproc=4 //examples:fashion_mnist   (the same, through Bazel)
+  paddlerun --nnodes=2 --node-rank=0 --rdzv-endpoint=10.0.0.1:29400 --nproc=4 train.py
+  paddlerun --nnodes=2:4 --rdzv-endpoint=10.0.0.1:29400 --max-restarts=3 prog   (elastic)
+
+The launcher's options come first; the first positional argument is the program and everything
+after it goes to the program untouched. A Bazel label (//pkg:name) runs its built binary (from the
+launcher's runfiles, else the workspace's bazel-bin); a .py file runs with /usr/bin/python3;
+anything else runs as a program (searched in PATH)."""
+
+ENVIRONMENT = """\
+environment of every worker (the torchrun contract, plus paddle's names):
+  RANK                      global rank, 0..WORLD_SIZE-1
+  LOCAL_RANK                rank on this node, 0..LOCAL_WORLD_SIZE-1
+  WORLD_SIZE                workers in the job (sum of every node's --nproc)
+  LOCAL_WORLD_SIZE          workers on this node (--nproc)
+  GROUP_RANK                this node's rank, 0..GROUP_WORLD_SIZE-1 (assigned at rendezvous)
+  GROUP_WORLD_SIZE          nodes in this attempt (between MIN and MAX for --nnodes=MIN:MAX)
+  ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME   as torchrun sets them (same as RANK, WORLD_SIZE; "default")
+  MASTER_ADDR, MASTER_PORT  where rank 0 hosts the job's store (env://); a fresh port per attempt
+  TORCHELASTIC_RESTART_COUNT, PADDLE_RESTART_COUNT   attempts before this one (0 on the first)
+  TORCHELASTIC_MAX_RESTARTS --max-restarts
+  TORCHELASTIC_RUN_ID, PADDLE_RUN_ID   --rdzv-id
+  PADDLE_NNODES             --nnodes as given (N or MIN:MAX)
+  PADDLE_SOCKET_IFNAME      with several nodes, unless already set: this node's address as the
+                            other nodes reach it (--local-addr), where our transports listen
+Workers die with the launcher (PR_SET_PDEATHSIG) and run in their own process groups.
+
+exit status: 0 when every worker of every node succeeded; else the failed worker's exit status
+(128+N for signal N) on its node, 1 on the other nodes, 2 for a usage error, 3 for a rendezvous
+error (unreachable endpoint, port in use, nodes that disagree or never arrive)."""
+
+
+class UsageError(Exception):
+    """A malformed command line; the message says which option and what to change."""
+
+
+def parse_nnodes(text):
+    """'N' or 'MIN:MAX' -> (min, max), 1 <= min <= max."""
+    m = re.fullmatch(r"(\d+)(?::(\d+))?", text)
+    if not m:
+        raise UsageError(f"--nnodes is {text!r}; expected N or MIN:MAX (e.g. 2 or 1:4)")
+    lo = int(m.group(1))
+    hi = int(m.group(2)) if m.group(2) is not None else lo
+    if lo < 1 or hi < lo:
+        raise UsageError(f"--nnodes is {text!r}; need 1 <= MIN <= MAX")
+    return lo, hi
+
+
+def parse_endpoint(text, default_port=29400):
+    """'HOST:PORT', 'HOST' or '[V6]:PORT' -> (host, port)."""
+    m = re.fullmatch(r"\[([^\]]+)\](?::(\d+))?|([^:\[\]]+)(?::(\d+))?", text)
+    if not m:
+        raise UsageError(f"--rdzv-endpoint is {text!r}; expected HOST:PORT")
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4) or default_port)
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--rdzv-endpoint {text!r} has port {port}; a port is 1..65535")
+    return host, port
+
+
+def parse_ranks_filter(text):
+    """'0,2,3' -> {0, 2, 3}; '' -> None (every local rank)."""
+    if not text:
+        return None
+    try:
+        ranks = {int(t) for t in text.split(",") if t.strip()}
+    except ValueError:
+        raise UsageError(f"--local-ranks-filter is {text!r}; expected local ranks like 0,1")
+    if not ranks or min(ranks) < 0:
+        raise UsageError(f"--local-ranks-filter is {text!r}; expected local ranks like 0,1")
+    return ranks
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(
+        prog="paddlerun", usage=USAGE, description=DESCRIPTION, epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    add = ap.add_argument
+    add("--nproc", "--nproc-per-node", "--nproc_per_node", dest="nproc", type=int, default=1,
+        help="workers on this node (default 1)")
+    add("--nnodes", default="1",
+        help="nodes in the job: N, or MIN:MAX for an elastic job that runs with any number of "
+             "nodes in that range and restarts with the survivors when one dies (default 1)")
+    add("--node-rank", "--node_rank", dest="node_rank", type=int, default=-1,
+        help="this node's rank, 0..N-1 (static jobs); by default nodes are ranked in the order "
+             "they join. The launcher of node rank 0 hosts the tcp rendezvous store")
+    add("--rdzv-backend", "--rdzv_backend", dest="rdzv_backend", default="tcp",
+        choices=["tcp", "c10d", "etcd", "file"],
+        help="where the node launchers meet: tcp (alias c10d: a store hosted by the launcher "
+             "at --rdzv-endpoint), etcd (an etcd v3 server at --rdzv-endpoint) or file (a "
+             "directory shared by every node, given as --rdzv-endpoint) (default tcp)")
+    add("--rdzv-endpoint", "--rdzv_endpoint", dest="rdzv_endpoint", default="",
+        help="HOST:PORT of the tcp store or etcd, or the directory for --rdzv-backend=file. "
+             "Default with one node: a store on 127.0.0.1 at a free port")
+    add("--rdzv-id", "--rdzv_id", dest="rdzv_id", default="",
+        help="the job's id, the same on every node: keys live under it (default: a random id "
+             "on one node; 'default' with several)")
+    add("--rdzv-timeout", dest="rdzv_timeout", type=float, default=300.0,
+        help="seconds a rendezvous may take: reaching the endpoint, waiting for the other "
+             "nodes and for the master address (default 300)")
+    add("--rdzv-last-call", dest="rdzv_last_call", type=float, default=5.0,
+        help="MIN:MAX jobs: seconds to wait for more nodes once MIN have joined (default 5)")
+    add("--standalone", action="store_true",
+        help="one node, a store of its own at a free port on 127.0.0.1 (ignores --rdzv-*)")
+    add("--max-restarts", "--max_restarts", dest="max_restarts", type=int, default=0,
+        help="times a failed job is restarted (every worker of every node, after a new "
+             "rendezvous) before the launcher gives up (default 0)")
+    add("--monitor-interval", "--monitor_interval", dest="monitor_interval", type=float,
+        default=0.1, help="seconds between checks of the workers and the store (default 0.1)")
+    add("--node-timeout", dest="node_timeout", type=float, default=30.0,
+        help="seconds without a heartbeat after which another node counts as dead (default 30)")
+    add("--grace-s", dest="grace_s", type=float, default=5.0,
+        help="seconds between SIGTERM and SIGKILL when stopping workers (default 5)")
+    add("--log-dir", "--log_dir", dest="log_dir", default="",
+        help="write each worker's output to LOG_DIR/attempt_<restart>/rank_<RANK>.log; the "
+             "console then shows only the launcher's own lines unless --tee is given")
+    add("--tee", action="store_true",
+        help="with --log-dir, also show the workers' lines on the console")
+    add("--local-ranks-filter", "--local_ranks_filter", dest="local_ranks_filter", default="",
+        help="show only these local ranks on the console, e.g. 0 or 0,3 (log files keep all)")
+    add("--master-addr", "--master_addr", dest="master_addr", default="",
+        help="MASTER_ADDR for the workers (default: node rank 0's address as the other nodes "
+             "reach it; 127.0.0.1 on one node)")
+    add("--master-port", "--master_port", dest="master_port", type=int, default=0,
+        help="MASTER_PORT for the first attempt (default: a free port, fresh per attempt)")
+    add("--local-addr", "--local_addr", dest="local_addr", default="",
+        help="this node's address for the others (default: the address it reaches the "
+             "endpoint from)")
+    add("program", help="a Bazel label (//pkg:name), a .py file or a program")
+    add("args", nargs=argparse.REMAINDER, help="passed to the program untouched")
+    return ap
+
+
+def parse(argv):
+    """Parses argv (without the program name); raises UsageError."""
+    ap = build_parser()
+
+    def error(message):
+        raise UsageError(message)
+
+    ap.error = error
+    opts = ap.parse_args(argv)
+    if opts.nproc < 1:
+        raise UsageError(f"--nproc is {opts.nproc}; it must be at least 1")
+    opts.min_nodes, opts.max_nodes = parse_nnodes(opts.nnodes)
+    if opts.standalone:
+        if opts.max_nodes != 1:
+            raise UsageError(f"--standalone runs one node, but --nnodes is {opts.nnodes}")
+        opts.rdzv_backend, opts.rdzv_endpoint = "tcp", ""
+    if opts.rdzv_backend == "c10d":
+        opts.rdzv_backend = "tcp"
+    if opts.node_rank >= opts.max_nodes:
+        raise UsageError(f"--node-rank is {opts.node_rank}, but --nnodes={opts.nnodes} allows "
+                         f"node ranks 0..{opts.max_nodes - 1}")
+    if opts.max_nodes > 1 and not opts.rdzv_endpoint:
+        raise UsageError(f"--nnodes={opts.nnodes} needs --rdzv-endpoint (HOST:PORT of node 0's "
+                         "launcher, or of etcd; a shared directory for --rdzv-backend=file)")
+    if opts.rdzv_backend == "file":
+        if not opts.rdzv_endpoint:
+            opts.rdzv_endpoint = ""
+        opts.endpoint = (opts.rdzv_endpoint, 0)
+    elif opts.rdzv_endpoint:
+        opts.endpoint = parse_endpoint(opts.rdzv_endpoint,
+                                       2379 if opts.rdzv_backend == "etcd" else 29400)
+    else:
+        opts.endpoint = None
+    if opts.rdzv_backend == "etcd" and opts.endpoint is None:
+        raise UsageError("--rdzv-backend=etcd needs --rdzv-endpoint=HOST:PORT of etcd")
+    for name in ("rdzv_timeout", "monitor_interval", "grace_s", "node_timeout"):
+        if getattr(opts, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} is {getattr(opts, name)}; it must be "
+                             "positive")
+    if opts.max_restarts < 0:
+        raise UsageError(f"--max-restarts is {opts.max_restarts}; it must be at least 0")
+    if not 0 <= opts.master_port <= 65535:
+        raise UsageError(f"--master-port is {opts.master_port}; a port is 1..65535")
+    opts.ranks_filter = parse_ranks_filter(opts.local_ranks_filter)
+    if opts.tee and not opts.log_dir:
+        raise UsageError("--tee copies the workers' log files to the console; it needs --log-dir")
+    if not opts.rdzv_id:
+        opts.rdzv_id = "default" if opts.max_nodes > 1 or opts.endpoint else uuid.uuid4().hex[:12]
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", opts.rdzv_id):
+        raise UsageError(f"--rdzv-id is {opts.rdzv_id!r}; use letters, digits, '_', '.', '-'")
+    return opts
+
+
+def worker_env(base, *, rank, local_rank, world_size, local_world_size, group_rank,
+               group_world_size, master_addr, master_port, restart_count, max_restarts, run_id,
+               nnodes):
+    """The environment of one worker: `base` plus the contract --help documents."""
+    env = dict(base)
+    env.update(
+        RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(local_world_size), GROUP_RANK=str(group_rank),
+        GROUP_WORLD_SIZE=str(group_world_size), ROLE_RANK=str(rank),
+        ROLE_WORLD_SIZE=str(world_size), ROLE_NAME="default", MASTER_ADDR=master_addr,
+        MASTER_PORT=str(master_port), TORCHELASTIC_RESTART_COUNT=str(restart_count),
+        PADDLE_RESTART_COUNT=str(restart_count), TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
+        TORCHELASTIC_RUN_ID=run_id, PADDLE_RUN_ID=run_id, PADDLE_NNODES=nnodes)
+    return env
+
+
+def free_port(host="127.0.0.1"):
+    """A port nothing listens on now (another process may still take it before we do)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def runfiles_dirs(script):
+    """The runfiles folders a label may be found in, best first."""
+    dirs = []
+    if os.environ.get("RUNFILES_DIR"):
+        dirs.append(os.environ["RUNFILES_DIR"])
+    d = os.path.abspath(script)
+    while d != "/":
+        if d.endswith(".runfiles"):
+            dirs.append(d)
+            break
+        d = os.path.dirname(d)
+    dirs.append(os.path.abspath(script) + ".runfiles")
+    return dirs
+
+
+def workspace_dirs(script):
+    """Workspaces whose bazel-bin may hold a label's binary (for the installed paddlerun)."""
+    dirs = []
+    if os.environ.get("BUILD_WORKSPACE_DIRECTORY"):
+        dirs.append(os.environ["BUILD_WORKSPACE_DIRECTORY"])
+    if os.environ.get("PADDLE_WORKSPACE"):
+        dirs.append(os.environ["PADDLE_WORKSPACE"])
+    here = os.path.dirname(os.path.realpath(script))
+    while here != "/":
+        if os.path.exists(os.path.join(here, "WORKSPACE")):
+            dirs.append(here)
+            break
+        here = os.path.dirname(here)
+    dirs.append(os.getcwd())
+    return dirs
+
+
+def resolve_program(program, script):
+    """The command for `program`: a label's binary, python3 for a .py file, else as given.
+
+    Raises UsageError naming where a label was looked for."""
+    if not program.startswith("//"):
+        if program.endswith(".py"):
+            return ["/usr/bin/python3", program]
+        return [program]
+    package, _, name = program[2:].partition(":")
+    name = name or package.rsplit("/", 1)[-1]
+    tried = []
+    for d in runfiles_dirs(script):
+        tried.append(os.path.join(d, "paddle", package, name))
+    for d in workspace_dirs(script):
+        tried.append(os.path.join(d, "bazel-bin", package, name))
+    for path in tried:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return [path]
+    raise UsageError(f"{program} is not among the launcher's runfiles nor built in a workspace "
+                     f"(looked at {', '.join(tried)}); add it to the data of //tools:launch, "
+                     f"`bazel build {program}`, or pass the built binary's path")
