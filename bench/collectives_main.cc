@@ -231,7 +231,11 @@ std::vector<Row> RunOurs(const Flags& flags) {
   like.op = std::string(BenchOpName(s.op));
   like.backend = s.backend;
   like.algo = !s.algo.empty() ? s.algo : s.backend == "gloo" ? "ring" : "auto";
-  like.transport = "tcp";
+  // Native: PADDLE_TRANSPORT as the workers see it ("auto": the node workspace on one host).
+  const char* transport = std::getenv("PADDLE_TRANSPORT");
+  like.transport = s.backend == "gloo"                          ? "tcp"
+                   : transport != nullptr && *transport != '\0' ? transport
+                                                                : "auto";
   like.nproc = s.nproc;
   like.dtype = std::string(DTypeName(s.dtype));
   return RunAndCollect(specs, s.op, like, flags);

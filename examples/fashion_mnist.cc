@@ -296,11 +296,11 @@ struct Group {
 };
 
 absl::Status JoinGroup(const Options& o, Group* g) {
-  const bool launched = std::getenv("WORLD_SIZE") != nullptr ||
-                        (std::getenv("MASTER_ADDR") != nullptr &&
-                         (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
-                          std::getenv("PMI_SIZE") != nullptr ||
-                          std::getenv("SLURM_NTASKS") != nullptr));
+  const bool launched =
+      std::getenv("WORLD_SIZE") != nullptr ||
+      (std::getenv("MASTER_ADDR") != nullptr &&
+       (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+        std::getenv("SLURM_NTASKS") != nullptr));
   if (!launched) return absl::OkStatus();
   ASSIGN_OR_RETURN(Backend backend, ParseBackend(o.backend));
   ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));

@@ -1,7 +1,8 @@
-// TCP transport micro-benchmark: two ranks over 127.0.0.1, as two threads of this process or as
-// two processes (this binary re-executed as rank 1).
+// Transport micro-benchmark: two ranks over TCP on 127.0.0.1 (default) or shared memory, as two
+// threads of this process or as two processes (this binary re-executed as rank 1).
 //
-//   bazel run -c opt //bench/collective:transport_bench -- [--processes] [--seconds=2]
+//   bazel run -c opt //bench/collective:transport_bench -- [--transport=tcp|shm] [--processes]
+//       [--seconds=2]
 //
 // Prints, per message size:
 //   latency   8 B and 4 KiB ping-pong: one-way time (round trip / 2), mean, p50 and p99
@@ -10,7 +11,8 @@
 //             sum of both directions)
 // Every message is checked (a stamp per message, the full payload of the last one), so a fast
 // wrong transport cannot post a good figure. Tuning knobs are read from the environment (see
-// paddle/collective/transport/tcp/tcp_transport.h) and echoed in the header line.
+// paddle/collective/transport/tcp/tcp_transport.h and shm/shm_transport.h) and echoed in the
+// header line.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@
 #include "paddle/collective/store/hash_store.h"
 #include "paddle/collective/store/tcp_store.h"
 #include "paddle/collective/store/tcp_store_server.h"
+#include "paddle/collective/transport/shm/shm_transport.h"
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 
 namespace paddle {
@@ -186,14 +189,16 @@ void RunRank(Transport& t, double seconds) {
   }
 }
 
-std::unique_ptr<Transport> MakeTransport(int rank, std::shared_ptr<Store> store) {
+std::unique_ptr<Transport> MakeTransport(const std::string& kind, int rank,
+                                         std::shared_ptr<Store> store) {
   TransportOptions options;
   options.rank = rank;
   options.world_size = 2;
   options.store = std::move(store);
   options.interface_name = "127.0.0.1";
-  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTcpTransport(options);
-  Check(t.status(), "CreateTcpTransport");
+  absl::StatusOr<std::unique_ptr<Transport>> t =
+      kind == "shm" ? CreateShmTransport(options) : CreateTcpTransport(options);
+  Check(t.status(), "creating the transport");
   return std::move(*t);
 }
 
@@ -210,10 +215,14 @@ int main(int argc, char** argv) {
   double seconds = 2;
   bool processes = false;
   int child_port = -1;
+  std::string transport = "tcp";
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--seconds=")) {
       if (!absl::SimpleAtod(arg, &seconds)) Die("bad --seconds");
+    } else if (absl::ConsumePrefix(&arg, "--transport=")) {
+      if (arg != "tcp" && arg != "shm") Die("--transport must be tcp or shm");
+      transport = std::string(arg);
     } else if (arg == "--processes") {
       processes = true;
     } else if (absl::ConsumePrefix(&arg, "--child_port=")) {
@@ -228,24 +237,31 @@ int main(int argc, char** argv) {
     options.port = child_port;
     absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
     Check(store.status(), "TcpStore::Connect");
-    std::unique_ptr<Transport> t = MakeTransport(1, std::shared_ptr<Store>(std::move(*store)));
+    std::unique_ptr<Transport> t =
+        MakeTransport(transport, 1, std::shared_ptr<Store>(std::move(*store)));
     RunRank(*t, seconds);
     return 0;
   }
-  std::printf(
-      "transport_bench: tcp over 127.0.0.1, ranks as %s; PADDLE_TCP_WAIT_SPIN_US=%s "
-      "PADDLE_TCP_BUSY_POLL_US=%s PADDLE_SOCKET_BUFFER_BYTES=%s\n",
-      processes ? "processes" : "threads", Env("PADDLE_TCP_WAIT_SPIN_US"),
-      Env("PADDLE_TCP_BUSY_POLL_US"), Env("PADDLE_SOCKET_BUFFER_BYTES"));
+  if (transport == "shm") {
+    std::printf("transport_bench: shm, ranks as %s; PADDLE_SHM_CMA=%s PADDLE_SHM_SPIN_US=%s\n",
+                processes ? "processes" : "threads", Env("PADDLE_SHM_CMA"),
+                Env("PADDLE_SHM_SPIN_US"));
+  } else {
+    std::printf(
+        "transport_bench: tcp over 127.0.0.1, ranks as %s; PADDLE_TCP_WAIT_SPIN_US=%s "
+        "PADDLE_TCP_BUSY_POLL_US=%s PADDLE_SOCKET_BUFFER_BYTES=%s\n",
+        processes ? "processes" : "threads", Env("PADDLE_TCP_WAIT_SPIN_US"),
+        Env("PADDLE_TCP_BUSY_POLL_US"), Env("PADDLE_SOCKET_BUFFER_BYTES"));
+  }
   std::fflush(stdout);
   if (!processes) {
     auto store = std::make_shared<HashStore>();
     std::unique_ptr<Transport> t1;
     std::thread rank1([&] {
-      t1 = MakeTransport(1, store);
+      t1 = MakeTransport(transport, 1, store);
       RunRank(*t1, seconds);
     });
-    std::unique_ptr<Transport> t0 = MakeTransport(0, store);
+    std::unique_ptr<Transport> t0 = MakeTransport(transport, 0, store);
     RunRank(*t0, seconds);
     rank1.join();
     return 0;
@@ -255,9 +271,10 @@ int main(int argc, char** argv) {
   Check(server.status(), "TcpStoreServer::Start");
   std::string port = absl::StrCat("--child_port=", (*server)->port());
   std::string secs = absl::StrCat("--seconds=", seconds);
+  std::string kind = absl::StrCat("--transport=", transport);
   pid_t pid = fork();
   if (pid == 0) {
-    execl("/proc/self/exe", "transport_bench", port.c_str(), secs.c_str(), nullptr);
+    execl("/proc/self/exe", "transport_bench", port.c_str(), secs.c_str(), kind.c_str(), nullptr);
     _exit(127);
   }
   TcpStoreOptions options;
@@ -265,7 +282,8 @@ int main(int argc, char** argv) {
   options.port = (*server)->port();
   absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
   Check(store.status(), "TcpStore::Connect");
-  std::unique_ptr<Transport> t = MakeTransport(0, std::shared_ptr<Store>(std::move(*store)));
+  std::unique_ptr<Transport> t =
+      MakeTransport(transport, 0, std::shared_ptr<Store>(std::move(*store)));
   RunRank(*t, seconds);
   int status = 0;
   waitpid(pid, &status, 0);

@@ -45,7 +45,7 @@ uint32_t Phase(uint64_t round, uint32_t phase) { return static_cast<uint32_t>(3 
 // Fails the operation: the local peers are told (the workspace abort flag) and the transport is
 // poisoned with the error and the operation's context (AlgorithmContext::Fail).
 absl::Status Failed(const AlgorithmContext& ctx, NodeWorkspace& ws, const absl::Status& s) {
-  const absl::Status error = ctx.Fail(Annotate(s, "node workspace"));
+  absl::Status error = ctx.Fail(Annotate(s, "node workspace"));
   ws.Abort(error);
   return error;
 }
@@ -317,7 +317,7 @@ absl::Status HierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& w
     SubsetTransport cross(ctx.transport(), cross_ranks);
     AlgorithmContext cross_ctx(cross, ctx.op_name(), ctx.seq(), ctx.deadline());
     cross_ctx.set_piece_bytes(ctx.piece_bytes());
-    const absl::Status s = selector.Allreduce(cross_ctx, my_block, mine.count, dtype, partial_op);
+    absl::Status s = selector.Allreduce(cross_ctx, my_block, mine.count, dtype, partial_op);
     if (!s.ok()) {
       ws.Abort(s);
       return s;

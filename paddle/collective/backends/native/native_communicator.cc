@@ -45,8 +45,10 @@
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/shm/host_identity.h"
 #include "paddle/collective/transport/shm/node_workspace.h"
+#include "paddle/collective/transport/shm/shm_transport.h"
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 #include "paddle/collective/transport/transport.h"
+#include "paddle/collective/transport/ucx/ucx_transport.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
@@ -173,6 +175,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateGroupTransport(const Settings& 
         topology.Describe(), " (host identities differ: hostname, boot id or namespaces; see ",
         kHostIdEnvVar, "); use PADDLE_TRANSPORT=auto or tcp"));
   }
+  if (settings.transport == "shm" || (settings.transport == "auto" && topology.num_hosts == 1)) {
+    return CreateShmTransport(options);
+  }
+  if (settings.transport == "ucx") return CreateUcxTransport(options);
   return CreateTcpTransport(options);
 }
 

@@ -1,0 +1,616 @@
+// Tests of the shared-memory transport: ranks as threads over a HashStore for the data path
+// (eager, CMA and streamed messages), matching and failure rules, and real processes over a
+// TcpStoreServer for large exchanges with and without CMA, ranks on "different hosts", and a rank
+// killed with SIGKILL. Every payload is made from (seed, sender rank, message index) and checked
+// byte for byte. The test binary re-executes itself as the worker processes (see main()).
+#include "paddle/collective/transport/shm/shm_transport.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "paddle/collective/rendezvous/store_barrier.h"
+#include "paddle/collective/store/hash_store.h"
+#include "paddle/collective/store/tcp_store.h"
+#include "paddle/collective/store/tcp_store_server.h"
+#include "paddle/collective/transport/shm/shm_ring.h"
+#include "paddle/core/logging.h"
+#include "tests/collective/transport/transport_test_harness.h"
+
+namespace paddle {
+namespace {
+
+constexpr char kWorkerFlag[] = "--shm_transport_worker";
+constexpr absl::Duration kLong = kLongWait;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kLargeBytes = (8 << 20) + 5;  // sanitizers slow every byte copied ten-fold
+#else
+constexpr size_t kLargeBytes = 64 << 20;
+#endif
+
+void RunRanks(int world, const std::function<void(RankContext&)>& body) {
+  RunRankThreads(world, CreateShmTransport, body);
+}
+
+// Sets PADDLE_SHM_CMA for the transports created in its scope (ranks as threads share it).
+class ScopedCma {
+ public:
+  explicit ScopedCma(bool enabled) { setenv("PADDLE_SHM_CMA", enabled ? "1" : "0", 1); }
+  ~ScopedCma() { unsetenv("PADDLE_SHM_CMA"); }
+};
+
+// ---- Data path, every world size ---------------------------------------------------------------
+
+class ShmTransportWorldTest : public testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmTransportWorldTest, testing::Range(2, 9));
+
+TEST_P(ShmTransportWorldTest, PingPongWithEveryRank) {
+  constexpr int kRounds = 40;
+  RunRanks(GetParam(), [](RankContext& ctx) {
+    EXPECT_EQ(ctx.t().name(), "shm");
+    for (int peer = 1; peer < ctx.world_size; ++peer) {
+      if (ctx.rank != 0 && ctx.rank != peer) continue;
+      Channel& ch = ctx.t().channel(ctx.rank == 0 ? peer : 0);
+      for (int i = 0; i < kRounds; ++i) {
+        std::vector<char> got(4096);
+        if (ctx.rank == 0) {
+          auto send = ch.Send(Payload(0, i, 4096).data(), 4096, i);
+          EXPECT_TRUE(send->IsCompleted());  // eager: done inside Send()
+          ASSERT_OK(WaitLong(*send));
+          ASSERT_OK(WaitLong(*ch.Recv(got.data(), 4096, i)));
+          ASSERT_EQ(Mismatch(got, peer, i), "");
+        } else {
+          ASSERT_OK(WaitLong(*ch.Recv(got.data(), 4096, i)));
+          ASSERT_EQ(Mismatch(got, 0, i), "");
+          ASSERT_OK(WaitLong(*ch.Send(Payload(peer, i, 4096).data(), 4096, i)));
+        }
+      }
+    }
+  });
+}
+
+const std::vector<size_t>& ExchangeSizes() {
+  static const std::vector<size_t> sizes = {0,
+                                            1,
+                                            4096,
+                                            kShmEagerMaxBytes,
+                                            kShmEagerMaxBytes + 1,
+                                            kShmRingBytes - 1,
+                                            kShmRingBytes + 1,
+                                            (1 << 20) + 3,
+                                            kLargeBytes};
+  return sizes;
+}
+
+void ExchangeEverySize(int world) {
+  const std::vector<size_t>& sizes = ExchangeSizes();
+  for (int rank = 0; rank < world; ++rank) {
+    for (size_t i = 0; i < sizes.size(); ++i) Payload(rank, i, sizes[i]);  // before the clock runs
+  }
+  RunRanks(world, [&](RankContext& ctx) {
+    std::vector<std::vector<char>> got(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) got[i].resize(sizes[i]);
+    // Round k: send to rank + k, receive from rank - k, so each link carries one round each way.
+    for (int k = 1; k < world; ++k) {
+      Channel& to = ctx.t().channel((ctx.rank + k) % world);
+      Channel& from = ctx.t().channel((ctx.rank - k + world) % world);
+      std::vector<std::unique_ptr<TransportRequest>> requests;
+      auto post_receives = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(from.Recv(got[i].data(), sizes[i], k * 16 + i));
+        }
+      };
+      auto post_sends = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(to.Send(Payload(ctx.rank, i, sizes[i]).data(), sizes[i], k * 16 + i));
+        }
+      };
+      // Odd rounds post receives first; even rounds send first, so messages may arrive before
+      // their receive (buffered, kept as descriptors, or claimed mid-stream).
+      if (k % 2 == 1) {
+        post_receives();
+        post_sends();
+      } else {
+        post_sends();
+        post_receives();
+      }
+      for (auto& request : requests) ASSERT_OK(WaitLong(*request));
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(Mismatch(got[i], from.peer(), i), "") << "round " << k << " size " << sizes[i];
+      }
+    }
+  });
+}
+
+TEST_P(ShmTransportWorldTest, EveryPairExchangesEverySizeExactly) { ExchangeEverySize(GetParam()); }
+
+TEST(ShmTransportTest, EveryPairExchangesEverySizeWithoutCma) {
+  ScopedCma off(false);
+  ExchangeEverySize(3);
+}
+
+// ---- Matching ----------------------------------------------------------------------------------
+
+void ExpectOneTagInOrder() {
+  constexpr int kMessages = 120;
+  // Eager, CMA or streamed, interleaved.
+  auto size = [](int i) { return static_cast<size_t>((i * 7919) % 200000); };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();  // the first half of the receives are posted
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int i = 0; i < kMessages; ++i) {
+        sends.push_back(ch.Send(Payload(0, i, size(i)).data(), size(i), 7));
+      }
+      ctx.barrier->Wait();
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      return;
+    }
+    std::vector<std::vector<char>> got(kMessages);
+    std::vector<std::unique_ptr<TransportRequest>> recvs;
+    for (int i = 0; i < kMessages; ++i) {
+      if (i == kMessages / 2) {
+        ctx.barrier->Wait();  // let the sender go ...
+        absl::SleepFor(absl::Milliseconds(20));
+        ctx.barrier->Wait();  // ... so the rest arrive unexpected
+      }
+      got[i].resize(size(i));
+      recvs.push_back(ch.Recv(got[i].data(), size(i), 7));
+    }
+    for (int i = 0; i < kMessages; ++i) {
+      ASSERT_OK(WaitLong(*recvs[i]));
+      ASSERT_EQ(Mismatch(got[i], 0, i), "") << "message " << i;
+    }
+  });
+}
+
+TEST(ShmTransportTest, MessagesWithOneTagArriveInOrder) { ExpectOneTagInOrder(); }
+
+TEST(ShmTransportTest, MessagesWithOneTagArriveInOrderWithoutCma) {
+  ScopedCma off(false);
+  ExpectOneTagInOrder();
+}
+
+TEST(ShmTransportTest, DifferentTagsMatchOutOfOrder) {
+  constexpr int kTags = 16;
+  auto size = [](int tag) { return static_cast<size_t>(tag * 30001 + 1); };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int tag = 0; tag < kTags; ++tag) {
+        sends.push_back(ch.Send(Payload(0, tag, size(tag)).data(), size(tag), tag));
+      }
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      return;
+    }
+    std::vector<std::vector<char>> got(kTags);
+    for (int tag = 0; tag < kTags; ++tag) got[tag].resize(size(tag));
+    // The last tag is posted before anything is sent; the others afterwards, in reverse.
+    auto last = ch.Recv(got[kTags - 1].data(), size(kTags - 1), kTags - 1);
+    ctx.barrier->Wait();
+    for (int tag = kTags - 2; tag >= 0; --tag) {
+      ASSERT_OK(WaitLong(*ch.Recv(got[tag].data(), size(tag), tag)));
+      EXPECT_EQ(Mismatch(got[tag], 0, tag), "");
+    }
+    ASSERT_OK(WaitLong(*last));
+    EXPECT_EQ(Mismatch(got[kTags - 1], 0, kTags - 1), "");
+  });
+}
+
+TEST(ShmTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
+  const size_t big = (1 << 20) + 3;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(Payload(0, 1, big).data(), big, 1)));
+      ASSERT_OK(WaitLong(*ch.Send(Payload(0, 3, 8).data(), 8, 3)));
+      auto large_unexpected = ch.Send(Payload(0, 2, big).data(), big, 2);
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*large_unexpected));
+      return;
+    }
+    std::vector<char> before(big);
+    auto first = ch.Recv(before.data(), big, 1);
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*first));
+    EXPECT_EQ(Mismatch(before, 0, 1), "");
+    std::vector<char> marker(8);
+    ASSERT_OK(WaitLong(*ch.Recv(marker.data(), 8, 3)));  // arrived while nobody waited
+    EXPECT_EQ(Mismatch(marker, 0, 3), "");
+    ctx.barrier->Wait();  // tag 2 is on its way
+    absl::SleepFor(absl::Milliseconds(20));
+    std::vector<char> after(big);
+    ASSERT_OK(WaitLong(*ch.Recv(after.data(), big, 2)));
+    EXPECT_EQ(Mismatch(after, 0, 2), "");
+  });
+}
+
+TEST(ShmTransportTest, PostedReceiveNobodyWaitsOnCompletesInTheBackground) {
+  const size_t big = (1 << 20) + 3;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      // Needs rank 1's acknowledgement, which only its background thread can send.
+      ASSERT_OK(WaitLong(*ch.Send(Payload(0, 4, big).data(), big, 4)));
+      ctx.barrier->Wait();
+      return;
+    }
+    std::vector<char> got(big);
+    auto recv = ch.Recv(got.data(), big, 4);
+    ctx.barrier->Wait();
+    EXPECT_TRUE(recv->IsCompleted());
+    ASSERT_OK(WaitLong(*recv));
+    EXPECT_EQ(Mismatch(got, 0, 4), "");
+  });
+}
+
+// ---- Failures ----------------------------------------------------------------------------------
+
+TEST(ShmTransportTest, DestroyedPeerFailsEveryPendingRequestNamingIt) {
+  RunRanks(3, [&](RankContext& ctx) {
+    std::vector<char> small(16);
+    if (ctx.rank == 2) {
+      ctx.barrier->Wait();  // the others have posted their receives
+      ctx.transport.reset();
+      return;
+    }
+    std::vector<std::unique_ptr<TransportRequest>> pending;
+    if (ctx.rank == 0) {
+      pending.push_back(ctx.t().channel(2).Recv(small.data(), 16, 9));   // never sent
+      pending.push_back(ctx.t().channel(1).Recv(small.data(), 16, 10));  // never sent
+    } else {
+      pending.push_back(ctx.t().channel(0).Recv(small.data(), 16, 11));  // never sent
+    }
+    ctx.barrier->Wait();
+    for (auto& request : pending) {
+      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
+      EXPECT_FALSE(status.ok());
+      EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 2 (pid ")) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "was destroyed")) << status;
+    }
+    // Later requests fail at once with the same cause.
+    auto later = ctx.t().channel(1 - ctx.rank).Send(small.data(), 16, 12);
+    EXPECT_TRUE(later->IsCompleted());
+    absl::Status status = WaitLong(*later);
+    EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 2")) << status;
+  });
+}
+
+TEST(ShmTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
+  RunRanks(2, [&](RankContext& ctx) {
+    std::vector<char> buf(64);
+    auto recv = ctx.t().channel(1 - ctx.rank).Recv(buf.data(), buf.size(), 1);  // never sent
+    absl::Time start = absl::Now();
+    if (ctx.rank == 0) {
+      std::thread aborter([&] {
+        absl::SleepFor(absl::Milliseconds(100));
+        ctx.t().Abort(absl::AbortedError("test abort from rank 0"));
+        ctx.t().Abort(absl::InternalError("a second cause, ignored"));
+      });
+      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+      aborter.join();
+      EXPECT_TRUE(absl::IsAborted(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
+      auto later = ctx.t().channel(1).Send(buf.data(), buf.size(), 2);
+      EXPECT_TRUE(absl::StrContains(WaitLong(*later).message(), "test abort from rank 0"));
+    } else {
+      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+      EXPECT_TRUE(absl::IsAborted(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 0 (pid ")) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
+    }
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  });
+}
+
+TEST(ShmTransportTest, WaitTimesOutAndTheRequestStaysPending) {
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 1) {
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(Payload(1, 5, 100).data(), 100, 5)));
+      return;
+    }
+    std::vector<char> got(100);
+    auto recv = ch.Recv(got.data(), 100, 5);
+    absl::Time start = absl::Now();
+    absl::Status status = recv->Wait(Deadline::After(absl::Milliseconds(50)));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "recv #0 (tag 5, 100 bytes) from peer 1"))
+        << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "rank 0/2")) << status;
+    EXPECT_FALSE(recv->IsCompleted());
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*recv));
+    EXPECT_EQ(Mismatch(got, 1, 5), "");
+  });
+}
+
+void ExpectSizeMismatch(bool receive_first, size_t sent) {
+  const size_t expected = sent / 3;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    std::vector<char> buf(sent);
+    if (ctx.rank == 0) {
+      if (receive_first) ctx.barrier->Wait();
+      auto send = ch.Send(buf.data(), sent, 3);
+      if (!receive_first) ctx.barrier->Wait();
+      (void)send->Wait(Deadline::After(kLong));  // eager: OK; CMA: the receiver's abort
+      // The receiver's abort carries the mismatch here too.
+      absl::Status status = WaitLong(*ch.Recv(buf.data(), 1, 99));
+      EXPECT_TRUE(absl::StrContains(status.message(), "size mismatch")) << status;
+      return;
+    }
+    std::unique_ptr<TransportRequest> recv;
+    if (receive_first) {
+      recv = ch.Recv(buf.data(), expected, 3);
+      ctx.barrier->Wait();
+    } else {
+      ctx.barrier->Wait();
+      absl::SleepFor(absl::Milliseconds(50));
+      recv = ch.Recv(buf.data(), expected, 3);
+    }
+    absl::Status status = WaitLong(*recv);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    for (const std::string& part :
+         {std::string("size mismatch on tag 3"), absl::StrCat("expects ", expected, " bytes"),
+          std::string("peer 0"), absl::StrCat("sent ", sent, " bytes"), std::string("rank 1/2")}) {
+      EXPECT_TRUE(absl::StrContains(status.message(), part)) << part << " not in " << status;
+    }
+  });
+}
+
+TEST(ShmTransportTest, SizeMismatchWithPostedReceive) { ExpectSizeMismatch(true, 300); }
+TEST(ShmTransportTest, SizeMismatchWithUnexpectedMessage) { ExpectSizeMismatch(false, 300); }
+TEST(ShmTransportTest, SizeMismatchOfLargeMessage) { ExpectSizeMismatch(true, 3 << 20); }
+
+// ---- Setup -------------------------------------------------------------------------------------
+
+TEST(ShmTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateShmTransport(options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), "shm");
+  EXPECT_EQ((*t)->world_size(), 1);
+  options.rank = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> bad = CreateShmTransport(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  options.rank = 0;
+  options.world_size = 2;  // and no store
+  bad = CreateShmTransport(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
+}
+
+TEST(ShmTransportTest, MissingPeerTimesOutNamingIt) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = std::make_shared<HashStore>();
+  options.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateShmTransport(options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "waiting for rank 1 to publish"))
+      << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
+}
+
+// ---- Real processes ----------------------------------------------------------------------------
+
+std::vector<WorkerProcess> StartWorkers(int world, int port, const std::string& mode) {
+  std::vector<std::vector<std::string>> args;
+  for (int rank = 0; rank < world; ++rank) {
+    args.push_back(
+        {kWorkerFlag, absl::StrCat(port), absl::StrCat(rank), absl::StrCat(world), mode});
+  }
+  return StartWorkerProcesses(args);
+}
+
+std::unique_ptr<TcpStoreServer> StartStoreServer() {
+  TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// The /dev/shm names the workers' processes left behind.
+std::vector<std::string> LeftoverSegments(const std::vector<WorkerProcess>& workers) {
+  std::vector<std::string> left;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return left;
+  while (struct dirent* entry = readdir(dir)) {
+    for (const WorkerProcess& w : workers) {
+      if (absl::StartsWith(entry->d_name, absl::StrCat("paddle-", w.pid, "-"))) {
+        left.push_back(entry->d_name);
+      }
+    }
+  }
+  closedir(dir);
+  return left;
+}
+
+constexpr size_t kProcessMessageBytes = (16 << 20) + 7;
+
+// One worker process. "exchange" / "exchange_nocma" (PADDLE_SHM_CMA=0): three rounds of
+// all-pairs exchanges of large messages, checked, then a store barrier and exit 0.
+// "until_failure": rounds until a request fails, publishing round2/<rank> after round 2; exits 3
+// on the failure. "other_host": each rank claims its own host (PADDLE_HOST_ID); setup must fail.
+int RunWorker(int port, int rank, int world, const std::string& mode) {
+  SetLogRank(rank, world);
+  if (mode == "exchange_nocma") setenv("PADDLE_SHM_CMA", "0", 1);
+  if (mode == "other_host") setenv("PADDLE_HOST_ID", absl::StrCat("node", rank % 2).c_str(), 1);
+  TcpStoreOptions store_options;
+  store_options.host = "127.0.0.1";
+  store_options.port = port;
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
+  if (!store.ok()) {
+    std::printf("WORKER_ERROR store: %s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<Store> shared(std::move(*store));
+  TransportOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.store = shared;
+  options.store_prefix = mode;
+  options.connect_timeout = kLong;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateShmTransport(options);
+  if (mode == "other_host") {
+    std::printf("WORKER_SETUP %s\n", transport.status().ToString().c_str());
+    return absl::IsFailedPrecondition(transport.status()) ? 0 : 7;
+  }
+  if (!transport.ok()) {
+    std::printf("WORKER_ERROR transport: %s\n", transport.status().ToString().c_str());
+    return 2;
+  }
+  Transport& t = **transport;
+  const size_t bytes = kProcessMessageBytes;
+  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
+  const int rounds = mode == "until_failure" ? 100000 : 3;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<TransportRequest>> requests;
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
+      requests.push_back(
+          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
+    }
+    for (auto& request : requests) {
+      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
+      if (!status.ok()) {
+        std::printf("WORKER_FAILED rank=%d round=%d: %s\n", rank, round, status.ToString().c_str());
+        return 3;
+      }
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      std::string bad = Mismatch(got[peer], peer, round % 2);
+      if (!bad.empty()) {
+        std::printf("WORKER_ERROR %s\n", bad.c_str());
+        return 4;
+      }
+    }
+    if (round == 2 && mode == "until_failure") {
+      absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
+      if (!s.ok()) return 5;
+    }
+  }
+  absl::Status done = StoreBarrier(*shared, "done", rank, world, kLong);
+  std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
+  return done.ok() ? 0 : 6;
+}
+
+void ExpectProcessesExchange(const std::string& mode) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), mode);
+  WaitForWorkerProcesses(workers, absl::Seconds(240));
+  for (const WorkerProcess& w : workers) {
+    EXPECT_EQ(w.exit_code, 0) << w.Output();
+    EXPECT_TRUE(absl::StrContains(w.Output(), "WORKER_OK")) << w.Output();
+  }
+  EXPECT_TRUE(LeftoverSegments(workers).empty()) << LeftoverSegments(workers)[0];
+}
+
+TEST(ShmTransportProcessTest, FourProcessesExchangeLargeMessagesWithCma) {
+  ExpectProcessesExchange("exchange");
+}
+
+TEST(ShmTransportProcessTest, FourProcessesExchangeLargeMessagesWithoutCma) {
+  ExpectProcessesExchange("exchange_nocma");
+}
+
+TEST(ShmTransportProcessTest, RanksOnDifferentHostsAreRejected) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(3, server->port(), "other_host");
+  WaitForWorkerProcesses(workers, absl::Seconds(120));
+  for (const WorkerProcess& w : workers) {
+    std::string output = w.Output();
+    EXPECT_EQ(w.exit_code, 0) << output;
+    for (const char* part :
+         {"FAILED_PRECONDITION", "different hosts", "rank 0 (pid ", ") on 'node0'", "rank 1 (pid ",
+          ") on 'node1'", "PADDLE_TRANSPORT=tcp"}) {
+      EXPECT_TRUE(absl::StrContains(output, part)) << part << " not in " << output;
+    }
+  }
+  EXPECT_TRUE(LeftoverSegments(workers).empty()) << LeftoverSegments(workers)[0];
+}
+
+TEST(ShmTransportProcessTest, KilledProcessFailsTheOthersNamingIt) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "until_failure");
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = server->port();
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::Status ready = (*store)->Wait({"round2/0", "round2/1", "round2/2", "round2/3"}, kLong);
+  EXPECT_TRUE(ready.ok()) << ready;
+  absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(workers[3].pid, SIGKILL), 0);
+  WaitForWorkerProcesses(workers, absl::Seconds(120));
+  EXPECT_EQ(workers[3].exit_code, 128 + SIGKILL);
+  for (int rank = 0; rank < 3; ++rank) {
+    const WorkerProcess& w = workers[rank];
+    std::string output = w.Output();
+    EXPECT_EQ(w.exit_code, 3) << output;
+    EXPECT_LT(w.exited - killed, absl::Seconds(5)) << output;
+    EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
+    EXPECT_TRUE(absl::StrContains(output, absl::StrCat("rank 3 (pid ", workers[3].pid))) << output;
+  }
+  EXPECT_TRUE(LeftoverSegments(workers).empty()) << LeftoverSegments(workers)[0];
+}
+
+}  // namespace
+}  // namespace paddle
+
+// See the same suppressions in tcp_transport_test.cc (Note [Locks and ThreadSanitizer]).
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:paddle::HashStore::\n"
+         "race:paddle::TcpStore::\n"
+         "race:paddle::TcpStoreServer::\n"
+         "race:absl::*Status::UnrefNonInlined\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], paddle::kWorkerFlag) == 0) {
+    int port = 0, rank = 0, world = 0;
+    if (!absl::SimpleAtoi(argv[2], &port) || !absl::SimpleAtoi(argv[3], &rank) ||
+        !absl::SimpleAtoi(argv[4], &world)) {
+      return 2;
+    }
+    int code = paddle::RunWorker(port, rank, world, argv[5]);
+    std::fflush(stdout);
+    return code;
+  }
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

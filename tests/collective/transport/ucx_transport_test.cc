@@ -1,0 +1,613 @@
+// Tests of the UCX transport: ranks as threads over a HashStore for the data path, matching and
+// failure rules, and real processes over a TcpStoreServer (UCX_TLS=tcp and UCX's default
+// transports) for a large exchange and a rank killed with SIGKILL. Every payload is made from
+// (seed, sender rank, message index) and checked byte for byte. The test binary re-executes
+// itself as the worker processes (see main()).
+#include "paddle/collective/transport/ucx/ucx_transport.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "paddle/collective/rendezvous/store_barrier.h"
+#include "paddle/collective/store/hash_store.h"
+#include "paddle/collective/store/tcp_store.h"
+#include "paddle/collective/store/tcp_store_server.h"
+#include "paddle/core/logging.h"
+#include "tests/collective/transport/transport_test_harness.h"
+
+namespace paddle {
+namespace {
+
+constexpr char kWorkerFlag[] = "--ucx_transport_worker";
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kLargeBytes = (8 << 20) + 5;  // sanitizers slow every byte copied ten-fold
+constexpr size_t kLargeBytesManyRanks = kLargeBytes;
+#else
+constexpr size_t kLargeBytes = 64 << 20;
+// Past 4 ranks as threads, 64 MiB per pair would take the binary well past a minute on 2 cores.
+constexpr size_t kLargeBytesManyRanks = (16 << 20) + 5;
+#endif
+
+void RunRanks(int world, const std::function<void(RankContext&)>& body) {
+  RunRankThreads(world, CreateUcxTransport, body);
+}
+
+// ---- Data path, every world size ---------------------------------------------------------------
+
+class UcxTransportWorldTest : public testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, UcxTransportWorldTest, testing::Range(2, 9));
+
+TEST_P(UcxTransportWorldTest, EveryPairExchangesEverySizeExactly) {
+  const int world = GetParam();
+  const std::vector<size_t> sizes = {0, 1, 4096, (1 << 20) + 3,
+                                     world <= 4 ? kLargeBytes : kLargeBytesManyRanks};
+  for (int rank = 0; rank < world; ++rank) {
+    for (size_t i = 0; i < sizes.size(); ++i) Payload(rank, i, sizes[i]);  // before the clock runs
+  }
+  RunRanks(world, [&](RankContext& ctx) {
+    EXPECT_EQ(ctx.t().name(), "ucx");
+    std::vector<std::vector<char>> got(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) got[i].resize(sizes[i]);
+    // Round k: send to rank + k, receive from rank - k, so each link carries one round each way.
+    for (int k = 1; k < world; ++k) {
+      Channel& to = ctx.t().channel((ctx.rank + k) % world);
+      Channel& from = ctx.t().channel((ctx.rank - k + world) % world);
+      std::vector<std::unique_ptr<TransportRequest>> requests;
+      auto post_receives = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(from.Recv(got[i].data(), sizes[i], k * 16 + i));
+        }
+      };
+      auto post_sends = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(to.Send(Payload(ctx.rank, i, sizes[i]).data(), sizes[i], k * 16 + i));
+        }
+      };
+      // Odd rounds post receives first (expected messages); even rounds send first, so messages
+      // may arrive before their receive (UCX's unexpected queue).
+      if (k % 2 == 1) {
+        post_receives();
+        post_sends();
+      } else {
+        post_sends();
+        post_receives();
+      }
+      for (auto& request : requests) ASSERT_OK(WaitLong(*request));
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(Mismatch(got[i], from.peer(), i), "") << "round " << k;
+      }
+    }
+  });
+}
+
+// ---- Matching ----------------------------------------------------------------------------------
+
+TEST(UcxTransportTest, MessagesWithOneTagArriveInOrder) {
+  constexpr int kMessages = 300;
+  auto size = [](int i) { return static_cast<size_t>((i * 7919) % 20000); };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();  // the first half of the receives are posted
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int i = 0; i < kMessages; ++i) {
+        sends.push_back(ch.Send(Payload(0, i, size(i)).data(), size(i), 7));
+      }
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      ctx.barrier->Wait();
+      return;
+    }
+    std::vector<std::vector<char>> got(kMessages);
+    std::vector<std::unique_ptr<TransportRequest>> recvs;
+    for (int i = 0; i < kMessages; ++i) {
+      if (i == kMessages / 2) {
+        ctx.barrier->Wait();  // let the sender go ...
+        ctx.barrier->Wait();  // ... and finish, so the rest arrive unexpected
+      }
+      got[i].resize(size(i));
+      recvs.push_back(ch.Recv(got[i].data(), size(i), 7));
+    }
+    for (int i = 0; i < kMessages; ++i) {
+      ASSERT_OK(WaitLong(*recvs[i]));
+      ASSERT_EQ(Mismatch(got[i], 0, i), "") << "message " << i;
+    }
+  });
+}
+
+TEST(UcxTransportTest, DifferentTagsMatchOutOfOrder) {
+  constexpr int kTags = 16;
+  auto size = [](int tag) { return static_cast<size_t>(tag * 3001 + 1); };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      // All posted before any is waited for: a send above UCX's rendezvous threshold completes
+      // only once its receive is posted.
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int tag = 0; tag < kTags; ++tag) {
+        sends.push_back(ch.Send(Payload(0, tag, size(tag)).data(), size(tag), tag));
+      }
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      return;
+    }
+    std::vector<std::vector<char>> got(kTags);
+    for (int tag = 0; tag < kTags; ++tag) got[tag].resize(size(tag));
+    // The last tag is posted before anything is sent; the others afterwards, in reverse.
+    auto last = ch.Recv(got[kTags - 1].data(), size(kTags - 1), kTags - 1);
+    ctx.barrier->Wait();
+    for (int tag = kTags - 2; tag >= 0; --tag) {
+      ASSERT_OK(WaitLong(*ch.Recv(got[tag].data(), size(tag), tag)));
+      EXPECT_EQ(Mismatch(got[tag], 0, tag), "");
+    }
+    ASSERT_OK(WaitLong(*last));
+    EXPECT_EQ(Mismatch(got[kTags - 1], 0, kTags - 1), "");
+  });
+}
+
+TEST(UcxTransportTest, AllSixtyFourTagBitsAndPeersAreMatchedApart) {
+  // Tags differing only in bit 63 or 62 (the native backend's control tags), and one tag from two
+  // peers: each receive must get exactly its own message (Note [One worker per peer]).
+  const std::vector<uint64_t> tags = {5, 5 | (uint64_t{1} << 63), 5 | (uint64_t{1} << 62),
+                                      ~uint64_t{0}};
+  RunRanks(3, [&](RankContext& ctx) {
+    if (ctx.rank != 0) {
+      ctx.barrier->Wait();
+      for (size_t i = 0; i < tags.size(); ++i) {
+        uint64_t index = ctx.rank * 10 + i;
+        ASSERT_OK(WaitLong(*ctx.t().channel(0).Send(Payload(ctx.rank, index, 64).data(), 64,
+                                                    tags[tags.size() - 1 - i])));
+      }
+      return;
+    }
+    std::vector<std::vector<char>> got(2 * tags.size(), std::vector<char>(64));
+    std::vector<std::unique_ptr<TransportRequest>> recvs;
+    for (int peer = 1; peer <= 2; ++peer) {
+      for (size_t i = 0; i < tags.size(); ++i) {
+        recvs.push_back(
+            ctx.t().channel(peer).Recv(got[(peer - 1) * tags.size() + i].data(), 64, tags[i]));
+      }
+    }
+    ctx.barrier->Wait();
+    for (auto& r : recvs) ASSERT_OK(WaitLong(*r));
+    for (int peer = 1; peer <= 2; ++peer) {
+      for (size_t i = 0; i < tags.size(); ++i) {
+        // Tag i was the peer's message (size - 1 - i).
+        EXPECT_EQ(
+            Mismatch(got[(peer - 1) * tags.size() + i], peer, peer * 10 + (tags.size() - 1 - i)),
+            "")
+            << "peer " << peer << " tag " << tags[i];
+      }
+    }
+  });
+}
+
+TEST(UcxTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
+  const size_t big = (1 << 20) + 3;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      auto s1 = ch.Send(Payload(0, 1, big).data(), big, 1);
+      auto s2 = ch.Send(Payload(0, 2, 4096).data(), 4096, 2);
+      auto s3 = ch.Send(Payload(0, 3, 8).data(), 8, 3);
+      for (auto* s : {&s1, &s2, &s3}) ASSERT_OK(WaitLong(**s));
+      ctx.barrier->Wait();
+      return;
+    }
+    // Posted before the send.
+    std::vector<char> before(big);
+    auto first = ch.Recv(before.data(), big, 1);
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*first));
+    EXPECT_EQ(Mismatch(before, 0, 1), "");
+    std::vector<char> marker(8);
+    ASSERT_OK(WaitLong(*ch.Recv(marker.data(), 8, 3)));
+    ctx.barrier->Wait();  // every send completed: tag 2 is in UCX's unexpected queue
+    std::vector<char> after(4096);
+    ASSERT_OK(WaitLong(*ch.Recv(after.data(), 4096, 2)));
+    EXPECT_EQ(Mismatch(after, 0, 2), "");
+  });
+}
+
+// ---- Failures ----------------------------------------------------------------------------------
+
+// The receiver posts `recv_bytes` for a message of `send_bytes`, before or after it arrives.
+void ExpectSizeMismatch(size_t send_bytes, size_t recv_bytes, bool receive_first) {
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    std::vector<char> buf(std::max(send_bytes, recv_bytes));
+    if (ctx.rank == 0) {
+      if (receive_first) ctx.barrier->Wait();
+      auto send = ch.Send(buf.data(), send_bytes, 3);
+      if (!receive_first) ctx.barrier->Wait();
+      // The receiver's abort message carries the mismatch here too.
+      absl::Status status = WaitLong(*ch.Recv(buf.data(), 1, 99));
+      EXPECT_TRUE(absl::StrContains(status.message(), "size mismatch")) << status;
+      EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+      (void)WaitLong(*send);
+      return;
+    }
+    std::unique_ptr<TransportRequest> recv;
+    if (receive_first) {
+      recv = ch.Recv(buf.data(), recv_bytes, 3);
+      ctx.barrier->Wait();
+    } else {
+      ctx.barrier->Wait();
+      absl::SleepFor(absl::Milliseconds(50));
+      recv = ch.Recv(buf.data(), recv_bytes, 3);
+    }
+    absl::Status status = WaitLong(*recv);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    for (const std::string& part :
+         {std::string("size mismatch on tag 3"), absl::StrCat("expects ", recv_bytes, " bytes"),
+          std::string("peer 0"), absl::StrCat("sent ", send_bytes, " bytes"),
+          std::string("rank 1/2")}) {
+      EXPECT_TRUE(absl::StrContains(status.message(), part)) << part << " not in " << status;
+    }
+  });
+}
+
+TEST(UcxTransportTest, SizeMismatchLargerMessagePostedReceive) {
+  ExpectSizeMismatch(300, 100, true);
+}
+TEST(UcxTransportTest, SizeMismatchLargerMessageUnexpected) { ExpectSizeMismatch(300, 100, false); }
+TEST(UcxTransportTest, SizeMismatchSmallerMessagePostedReceive) {
+  ExpectSizeMismatch(100, 300, true);
+}
+TEST(UcxTransportTest, SizeMismatchSmallerMessageUnexpected) {
+  ExpectSizeMismatch(100, 300, false);
+}
+TEST(UcxTransportTest, SizeMismatchLargeRendezvousMessage) {
+  ExpectSizeMismatch((1 << 20) + 3, 1 << 20, true);
+}
+
+TEST(UcxTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
+  RunRanks(2, [&](RankContext& ctx) {
+    std::vector<char> buf(64);
+    auto recv = ctx.t().channel(1 - ctx.rank).Recv(buf.data(), buf.size(), 1);  // never sent
+    if (ctx.rank == 0) {
+      std::thread aborter([&] {
+        absl::SleepFor(absl::Milliseconds(100));
+        ctx.t().Abort(absl::AbortedError("test abort from rank 0"));
+        ctx.t().Abort(absl::InternalError("a second cause, ignored"));
+      });
+      absl::Time start = absl::Now();
+      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+      aborter.join();
+      EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+      EXPECT_TRUE(absl::IsAborted(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
+      auto later = ctx.t().channel(1).Send(buf.data(), buf.size(), 2);
+      EXPECT_TRUE(later->IsCompleted());
+      EXPECT_TRUE(absl::StrContains(WaitLong(*later).message(), "test abort from rank 0"));
+    } else {
+      absl::Time start = absl::Now();
+      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+      EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+      EXPECT_FALSE(status.ok());
+      EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 0")) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
+    }
+  });
+}
+
+TEST(UcxTransportTest, WaitTimesOutAndTheRequestStaysPending) {
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 1) {
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(Payload(1, 5, 100).data(), 100, 5)));
+      return;
+    }
+    std::vector<char> got(100);
+    auto recv = ch.Recv(got.data(), 100, 5);
+    absl::Time start = absl::Now();
+    absl::Status status = recv->Wait(Deadline::After(absl::Milliseconds(50)));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "recv #0 (tag 5, 100 bytes) from peer 1"))
+        << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "rank 0/2")) << status;
+    EXPECT_FALSE(recv->IsCompleted());
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*recv));
+    EXPECT_EQ(Mismatch(got, 1, 5), "");
+  });
+}
+
+TEST(UcxTransportTest, DestroyedWithPendingRequestsFailsThemAndThePeer) {
+  RunRanks(2, [&](RankContext& ctx) {
+    std::vector<char> big(kLargeBytes);
+    std::vector<char> small(16);
+    if (ctx.rank == 1) {
+      // A large send and a receive that never match, then the transport goes.
+      auto send = ctx.t().channel(0).Send(big.data(), big.size(), 1);
+      auto recv = ctx.t().channel(0).Recv(small.data(), small.size(), 2);
+      ctx.transport.reset();
+      for (auto* r : {&send, &recv}) {
+        EXPECT_TRUE((*r)->IsCompleted());
+        absl::Status status = WaitLong(**r);
+        EXPECT_TRUE(absl::IsCancelled(status)) << status;
+        EXPECT_TRUE(absl::StrContains(status.message(), "was destroyed")) << status;
+      }
+      ctx.barrier->Wait();
+      return;
+    }
+    auto recv = ctx.t().channel(1).Recv(small.data(), small.size(), 3);  // never sent
+    absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
+    EXPECT_FALSE(status.ok());
+    EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 1")) << status;
+    ctx.barrier->Wait();
+  });
+}
+
+TEST(UcxTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateUcxTransport(options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), "ucx");
+  EXPECT_EQ((*t)->world_size(), 1);
+  options.rank = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> bad = CreateUcxTransport(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  options.rank = 0;
+  options.world_size = 2;  // and no store
+  bad = CreateUcxTransport(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
+}
+
+TEST(UcxTransportTest, MissingPeerTimesOutNamingIt) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = std::make_shared<HashStore>();
+  options.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateUcxTransport(options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 1 to publish its address"))
+      << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
+}
+
+TEST(UcxTransportTest, GarbageAddressInTheStoreIsRejected) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = std::make_shared<HashStore>();
+  ASSERT_OK(options.store->Set("transport/ucx/1/0", "not an address"));
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateUcxTransport(options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(t.status())) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "store_prefix")) << t.status();
+}
+
+// ---- Real processes ----------------------------------------------------------------------------
+
+std::unique_ptr<TcpStoreServer> StartStoreServer() {
+  TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// Starts this binary as `world` workers in `mode` ("exchange" or "until_failure") with UCX_TLS
+// set to `tls` ("" for UCX's default), the store at 127.0.0.1:`port`.
+std::vector<WorkerProcess> StartWorkers(int world, int port, const std::string& mode,
+                                        const std::string& tls) {
+  std::vector<std::vector<std::string>> args;
+  for (int rank = 0; rank < world; ++rank) {
+    args.push_back({kWorkerFlag, absl::StrCat(port), absl::StrCat(rank), absl::StrCat(world),
+                    absl::StrCat(mode, ":", tls)});
+  }
+  return StartWorkerProcesses(args);
+}
+
+constexpr size_t kProcessMessageBytes = (4 << 20) + 7;
+
+// One worker process: all-pairs exchanges of large messages. "exchange": three rounds, checked,
+// then a store barrier and exit 0. "until_failure": rounds until a request fails, publishing
+// round2/<rank> after round 2; exits 3 on the failure.
+int RunWorker(int port, int rank, int world, const std::string& mode_and_tls) {
+  SetLogRank(rank, world);
+  std::vector<std::string> parts = absl::StrSplit(mode_and_tls, ':');
+  const std::string mode = parts[0];
+  if (parts.size() > 1 && !parts[1].empty()) setenv("UCX_TLS", parts[1].c_str(), 1);
+  TcpStoreOptions store_options;
+  store_options.host = "127.0.0.1";
+  store_options.port = port;
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
+  if (!store.ok()) {
+    std::printf("WORKER_ERROR store: %s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<Store> shared(std::move(*store));
+  TransportOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.store = shared;
+  options.store_prefix = mode_and_tls;
+  options.connect_timeout = kLongWait;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateUcxTransport(options);
+  if (!transport.ok()) {
+    std::printf("WORKER_ERROR transport: %s\n", transport.status().ToString().c_str());
+    return 2;
+  }
+  Transport& t = **transport;
+  const size_t bytes = kProcessMessageBytes;
+  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
+  const int rounds = mode == "exchange" ? 3 : 100000;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<TransportRequest>> requests;
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
+      requests.push_back(
+          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
+    }
+    for (auto& request : requests) {
+      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
+      if (!status.ok()) {
+        std::printf("WORKER_FAILED rank=%d round=%d: %s\n", rank, round, status.ToString().c_str());
+        return 3;
+      }
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      std::string bad = Mismatch(got[peer], peer, round % 2);
+      if (!bad.empty()) {
+        std::printf("WORKER_ERROR %s\n", bad.c_str());
+        return 4;
+      }
+    }
+    if (round == 2 && mode == "until_failure") {
+      absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
+      if (!s.ok()) return 5;
+    }
+  }
+  absl::Status done = StoreBarrier(*shared, "done", rank, world, kLongWait);
+  std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
+  return done.ok() ? 0 : 6;
+}
+
+class UcxTransportProcessTest : public testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportProcessTest, testing::Values("tcp", ""),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("default") : info.param;
+                         });
+
+TEST_P(UcxTransportProcessTest, FourProcessesExchangeLargeMessages) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "exchange", GetParam());
+  WaitForWorkerProcesses(workers, absl::Seconds(240));
+  for (const WorkerProcess& w : workers) {
+    EXPECT_EQ(w.exit_code, 0) << w.Output();
+    EXPECT_TRUE(absl::StrContains(w.Output(), "WORKER_OK")) << w.Output();
+  }
+}
+
+TEST_P(UcxTransportProcessTest, KilledProcessFailsTheOthersNamingIt) {
+  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "until_failure", GetParam());
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = server->port();
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::Status ready = (*store)->Wait({"round2/0", "round2/1", "round2/2", "round2/3"}, kLongWait);
+  EXPECT_TRUE(ready.ok()) << ready;
+  // Everyone is streaming 4 MiB messages to everyone: rank 3 dies mid-transfer.
+  absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(workers[3].pid, SIGKILL), 0);
+  WaitForWorkerProcesses(workers, absl::Seconds(120));
+  EXPECT_EQ(workers[3].exit_code, 128 + SIGKILL);
+  for (int rank = 0; rank < 3; ++rank) {
+    const WorkerProcess& w = workers[rank];
+    std::string output = w.Output();
+    EXPECT_EQ(w.exit_code, 3) << output;
+    EXPECT_LT(w.exited - killed, absl::Seconds(10)) << output;
+    EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
+    EXPECT_TRUE(absl::StrContains(output, "peer rank 3 (")) << output;
+  }
+}
+
+// ---- Measurements (not a test) ------------------------------------------------------------------
+
+// `--ucx_bench`: two ranks as threads of this process; 4 KiB ping-pong one-way latency (p50 of
+// 2000 round trips) and 64 MiB one-way bandwidth (best of 5), under the UCX_TLS of the caller.
+int RunBench() {
+  constexpr size_t kSmall = 4096;
+  constexpr size_t kBig = 64 << 20;
+  RunRankThreads(2, CreateUcxTransport, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    std::vector<char> buf(kBig);
+    std::vector<double> one_way_us;
+    for (int i = 0; i < 2200; ++i) {
+      absl::Time start = absl::Now();
+      if (ctx.rank == 0) {
+        auto r = ch.Recv(buf.data(), kSmall, 2);
+        PADDLE_CHECK(WaitLong(*ch.Send(buf.data(), kSmall, 1)).ok());
+        PADDLE_CHECK(WaitLong(*r).ok());
+      } else {
+        PADDLE_CHECK(WaitLong(*ch.Recv(buf.data(), kSmall, 1)).ok());
+        PADDLE_CHECK(WaitLong(*ch.Send(buf.data(), kSmall, 2)).ok());
+      }
+      if (i >= 200) one_way_us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start) / 2);
+    }
+    double best_gbs = 0;
+    for (int i = 0; i < 6; ++i) {
+      ctx.barrier->Wait();
+      absl::Time start = absl::Now();
+      if (ctx.rank == 0) {
+        PADDLE_CHECK(WaitLong(*ch.Send(buf.data(), kBig, 3)).ok());
+        PADDLE_CHECK(WaitLong(*ch.Recv(buf.data(), 1, 4)).ok());
+      } else {
+        PADDLE_CHECK(WaitLong(*ch.Recv(buf.data(), kBig, 3)).ok());
+        PADDLE_CHECK(WaitLong(*ch.Send(buf.data(), 1, 4)).ok());
+      }
+      double gbs = kBig / absl::ToDoubleSeconds(absl::Now() - start) / 1e9;
+      if (i > 0) best_gbs = std::max(best_gbs, gbs);
+    }
+    if (ctx.rank == 0) {
+      std::sort(one_way_us.begin(), one_way_us.end());
+      const char* tls = std::getenv("UCX_TLS");
+      std::printf("UCX_TLS=%s: 4 KiB one-way p50 %.2f us, 64 MiB %.2f GB/s\n",
+                  tls != nullptr ? tls : "(default)", one_way_us[one_way_us.size() / 2], best_gbs);
+    }
+  });
+  return 0;
+}
+
+}  // namespace
+}  // namespace paddle
+
+// See the same suppressions in tcp_transport_test.cc: the system Abseil is uninstrumented.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:paddle::HashStore::\n"
+         "race:paddle::TcpStore::\n"
+         "race:paddle::TcpStoreServer::\n"
+         "race:absl::*Status::UnrefNonInlined\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], paddle::kWorkerFlag) == 0) {
+    int port = 0, rank = 0, world = 0;
+    if (!absl::SimpleAtoi(argv[2], &port) || !absl::SimpleAtoi(argv[3], &rank) ||
+        !absl::SimpleAtoi(argv[4], &world)) {
+      return 2;
+    }
+    int code = paddle::RunWorker(port, rank, world, argv[5]);
+    std::fflush(stdout);
+    return code;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--ucx_bench") == 0) return paddle::RunBench();
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
