@@ -1,6 +1,7 @@
-// The pybind11 extension `paddle._C`: the C++ core as seen from Python. For now it carries the
-// dtype conversions and Philox random streams, with numpy arrays in and out (no copies on the way
-// in for contiguous arrays); the Tensor type, autograd and paddle.distributed join it as they land.
+// The pybind11 extension `paddle._C`: the C++ core as seen from Python. This file holds the module
+// definition and the dtype conversions and Philox streams; each other area binds itself from its
+// own file under python/bindings/ (bindings.h lists them), with errors translated in one place
+// (Note [Status to exception] in python/bindings/common.h).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -10,6 +11,8 @@
 #include "paddle/core/dtype.h"
 #include "paddle/core/half.h"
 #include "paddle/core/philox.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/common.h"
 
 namespace py = pybind11;
 
@@ -54,6 +57,12 @@ py::array_t<float> PhiloxUniform(uint64_t seed, uint64_t stream, py::ssize_t n) 
 PYBIND11_MODULE(_C, m) {
   using namespace paddle;
   m.doc() = "Paddle Collective's C++ core";
+  python::RegisterExceptions(m);
+  python::BindTensor(m);
+  python::BindNn(m);
+  python::BindOptim(m);
+  python::BindData(m);
+  python::BindDistributed(m);
   m.def("float_to_half", &FromFloat<&FloatToHalf>,
         "float32 array -> uint16 array of IEEE half bits (round to nearest even)");
   m.def("half_to_float", &ToFloat<&HalfToFloat>, "uint16 array of half bits -> float32 array");

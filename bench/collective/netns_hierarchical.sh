@@ -14,6 +14,7 @@
 # non-zero if a run failed or did not use the topology it should have. tests/collective/
 # hierarchical_netns_test.sh runs it with a small size.
 set -uo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # ip and tc (Bazel tests run with a minimal PATH)
 launch=${1:-bazel-bin/tools/launch}
 bench=${2:-bazel-bin/bench/collective/allreduce_env_bench}
 shift 2 2>/dev/null || shift $#

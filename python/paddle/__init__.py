@@ -1,14 +1,167 @@
 """Paddle Collective: data-parallel deep learning without a parameter server.
 
-This package is the Python face of the C++ framework. Today it exposes the core's dtype
-conversions and random streams; tensors, autograd, layers and paddle.distributed are added as the
-C++ pieces land.
+`import paddle` gives single-process training on the CPU: tensors that view numpy memory without
+copies and take part in autograd, paddle.nn layers and models, paddle.optim, paddle.data, and
+paddle.save / paddle.load. paddle.distributed runs collectives across processes (see
+docs/python.md).
 """
+import contextlib
+
+import numpy as np
+
 from paddle import _C
-from paddle._C import (bfloat16_to_float, convert_path, dtype_size, float_to_bfloat16,
-                       float_to_half, half_to_float, philox_uniform)
+from paddle._C import (Tensor, bfloat16_to_float, convert_path, dtype_size, float_to_bfloat16,
+                       float_to_half, full, get_num_threads, half_to_float, is_grad_enabled,
+                       matmul, philox_uniform, set_num_threads)
 
 __all__ = [
+    "Tensor", "from_numpy", "tensor", "zeros", "ones", "full", "matmul", "no_grad", "grad",
+    "is_grad_enabled", "save", "load", "manual_seed", "set_num_threads", "get_num_threads",
     "bfloat16_to_float", "convert_path", "dtype_size", "float_to_bfloat16", "float_to_half",
     "half_to_float", "philox_uniform",
 ]
+
+
+def from_numpy(array, requires_grad=False, name="", dtype=None):
+    """A Tensor viewing `array`'s memory (no copy); the array stays alive as long as the tensor.
+
+    `dtype` reinterprets same-sized elements, e.g. "bfloat16" over uint16 bits.
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy takes a numpy.ndarray, got {type(array).__name__}")
+    return Tensor.from_numpy(array, requires_grad, name, dtype)
+
+
+def tensor(data, dtype=None, requires_grad=False, name=""):
+    """A new Tensor holding a copy of `data` (nested lists, scalars, arrays, Tensors).
+
+    Python floats become float32 (not numpy's float64), as in PyTorch.
+    """
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    default_float = dtype is None and not isinstance(data, np.ndarray)
+    array = np.array(data, dtype=dtype, copy=True)
+    if default_float and array.dtype == np.float64:
+        array = array.astype(np.float32)
+    return Tensor.from_numpy(np.ascontiguousarray(array), requires_grad, name, None)
+
+
+def zeros(shape, dtype="float32", requires_grad=False):
+    return tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(shape, dtype="float32", requires_grad=False):
+    return tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
+
+
+def _tensor_to(self, dtype):
+    """A copy converted to `dtype` (float32, float64, int64, ...), cut from the graph."""
+    if self.dtype == dtype:
+        return self.clone()
+    if self.dtype == "bfloat16":
+        raise TypeError("converting from bfloat16 is not supported; keep a float32 copy")
+    if dtype == "bfloat16":
+        bits = float_to_bfloat16(np.asarray(self.numpy(), dtype=np.float32))
+        return from_numpy(bits, dtype="bfloat16")
+    return tensor(self.numpy().astype(dtype))
+
+
+Tensor.to = _tensor_to
+Tensor.__iter__ = lambda self: iter(self.numpy())
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Operations inside record no autograd graph (evaluation, manual updates)."""
+    previous = _C.is_grad_enabled()
+    _C.set_grad_enabled(False)
+    try:
+        yield
+    finally:
+        _C.set_grad_enabled(previous)
+
+
+def grad(output, inputs, grad_output=None):
+    """Gradients of `output` with respect to each leaf tensor in `inputs`, as new tensors.
+
+    Leaves' .grad is left as it was: their current gradients are saved, cleared for this pass and
+    restored afterwards. Unlike torch.autograd.grad, inputs must be leaves that require a
+    gradient (the C++ engine accumulates into leaves only).
+    """
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    for i, t in enumerate(inputs):
+        if not t.is_leaf or not t.requires_grad:
+            raise ValueError(f"paddle.grad: inputs[{i}] must be a leaf that requires a gradient")
+    saved = [None if t.grad is None else t.grad.clone() for t in inputs]
+    for t in inputs:
+        t.zero_grad()
+    output.backward(grad_output)
+    result = []
+    for t, old in zip(inputs, saved):
+        g = t.grad
+        result.append(None if g is None else g.clone())
+        if g is not None:
+            if old is None:
+                t.zero_grad()
+            else:
+                g.copy_(old)
+    return result[0] if single else result
+
+
+def manual_seed(seed):
+    """Seeds the generator paddle.nn layers draw their initial weights from."""
+    from paddle import nn  # pylint: disable=import-outside-toplevel
+    nn._reset_default_generator(seed)
+
+
+def save(obj, path, step=0):
+    """Saves a dict (nested dicts allowed) of Tensors, numpy arrays, ints and strs to `path`.
+
+    The file is a checkpoint file of paddle/checkpoint (every byte checked on load); it is
+    written to a temporary file and renamed, so `path` is either the old or the new file.
+    Nested keys are joined with "/".
+    """
+    tensors, ints, strings = {}, {}, {}
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str) or "/" in k:
+                    raise ValueError(f"paddle.save: key {k!r} must be a str without '/'")
+                walk(f"{prefix}{k}" if not prefix else f"{prefix}/{k}", v)
+        elif isinstance(value, Tensor):
+            tensors[prefix] = value
+        elif isinstance(value, np.ndarray):
+            tensors[prefix] = from_numpy(np.ascontiguousarray(value))
+        elif isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"paddle.save: {prefix!r} is a bool; save it as an int")
+        elif isinstance(value, (int, np.integer)):
+            ints[prefix] = int(value)
+        elif isinstance(value, str):
+            strings[prefix] = value
+        else:
+            raise TypeError(f"paddle.save: {prefix!r} has unsupported type "
+                            f"{type(value).__name__} (Tensor, ndarray, int, str or dict)")
+
+    if not isinstance(obj, dict):
+        raise TypeError(f"paddle.save takes a dict, got {type(obj).__name__}")
+    walk("", obj)
+    _C.save_state(str(path), tensors, ints, strings, step)
+
+
+def load(path):
+    """Loads what paddle.save wrote: the same nesting, Tensors for tensors."""
+    tensors, ints, strings, _ = _C.load_state(str(path))
+    out = {}
+    for flat in (tensors, ints, strings):
+        for key, value in flat.items():
+            node = out
+            *parents, leaf = key.split("/")
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = value
+    return out
+
+
+from paddle import data, distributed, nn, optim  # noqa: E402  (they import paddle)

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Trains a Fashion-MNIST classifier from Python, on one process or data-parallel on many: the
+Python twin of examples/fashion_mnist.cc, with the same flags, the same per-epoch lines and the
+same last-line JSON (epoch, train_loss, test_accuracy, samples_per_s, epoch_time_s, world_size,
+comm_wait_fraction, param_hash). Given the same flags and thread count it computes the same
+parameters as the C++ example, bit for bit (compare param_hash).
+
+    /usr/bin/python3 examples/fashion_mnist.py --model=cnn --epochs=3 --threads=2
+    bazel run -c opt //tools:launch -- --nproc=2 /usr/bin/python3 examples/fashion_mnist.py
+
+Started by the launcher (WORLD_SIZE set) it joins the group through env://, splits the global
+--batch evenly, shards the data with a DistributedSampler and averages gradients with DDP; rank
+0 prints and evaluates. Checkpointing (--checkpoint-dir, --resume) is the C++ example's only.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import paddle
+import paddle.distributed as dist
+from paddle import nn, optim
+
+DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "lars": 2.0, "lamb": 4e-3}
+DEFAULT_WD = {"sgd": 0.0, "adam": 0.0, "lars": 5e-4, "lamb": 0.01}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="cnn", choices=["mlp", "cnn", "resnet"])
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch", type=int, default=128, help="global batch")
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--optimizer", default="sgd", choices=sorted(DEFAULT_LR))
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=None)
+    p.add_argument("--warmup-epochs", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--data-dir", default=paddle.data.DEFAULT_ROOT)
+    p.add_argument("--train-samples", type=int, default=0)
+    p.add_argument("--test-samples", type=int, default=0)
+    p.add_argument("--backend", default="native", choices=["native", "gloo"])
+    p.add_argument("--bucket-cap-mb", type=float, default=1.0)
+    p.add_argument("--first-bucket-mb", type=float, default=1.0)
+    p.add_argument("--compression", default="none", choices=["none", "fp16", "bf16"])
+    p.add_argument("--no-sync", action="store_true")
+    return p.parse_args(argv)
+
+
+def make_optimizer(o, params):
+    lr = o.lr if o.lr is not None else DEFAULT_LR[o.optimizer]
+    wd = o.weight_decay if o.weight_decay is not None else DEFAULT_WD[o.optimizer]
+    if o.optimizer == "sgd":
+        return optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=wd)
+    if o.optimizer == "adam":
+        return optim.Adam(params, lr=lr, weight_decay=wd)
+    if o.optimizer == "lars":
+        return optim.LARS(params, lr=lr, momentum=o.momentum, weight_decay=wd)
+    return optim.LAMB(params, lr=lr, weight_decay=wd)
+
+
+def evaluate(model, test):
+    model.eval()
+    images, labels = test.images.numpy(), test.labels.numpy()
+    correct = 0
+    with paddle.no_grad():
+        for start in range(0, len(labels), 1000):
+            logits = model(paddle.from_numpy(images[start:start + 1000])).numpy()
+            correct += int((logits.argmax(axis=1) == labels[start:start + 1000]).sum())
+    model.train()
+    return correct / len(labels) if len(labels) else 0.0
+
+
+def launched():
+    env = os.environ
+    return "WORLD_SIZE" in env or ("MASTER_ADDR" in env and any(
+        k in env for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")))
+
+
+def main(argv):
+    o = parse_args(argv)
+    paddle.set_num_threads(o.threads)
+    rank, world = 0, 1
+    if launched():
+        dist.init_process_group(o.backend, init_method="env://")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if o.batch % world:
+            sys.exit(f"fashion_mnist: --batch={o.batch} (the global batch) is not a multiple of "
+                     f"the {world} workers")
+    leader = rank == 0
+    local_batch = o.batch // world
+    train = paddle.data.FashionMNIST("train", o.data_dir).head(o.train_samples)
+    test = paddle.data.FashionMNIST("test", o.data_dir).head(o.test_samples)
+
+    # Weights from the seed (identical replicas); dropout masks from a stream per rank.
+    dropout = nn.Generator(o.seed, 1 + rank)
+    model = nn.make_model(o.model, o.seed, dropout)
+    opt = make_optimizer(o, model.parameters())
+    sampler = paddle.data.DistributedSampler(len(train), rank, world, o.seed)
+    ddp = None
+    if world > 1 or launched():
+        ddp = dist.DistributedDataParallel(model, bucket_cap_mb=o.bucket_cap_mb,
+                                           first_bucket_mb=o.first_bucket_mb,
+                                           compression=o.compression)
+        if o.no_sync:
+            ddp.set_sync(False)
+    loader = paddle.data.DataLoader(train, sampler, local_batch)
+    steps_per_epoch = len(loader)
+    total_steps = steps_per_epoch * o.epochs
+    peak_lr = opt.lr
+    schedule = optim.WarmupLR(optim.CosineLR(peak_lr, max(total_steps, 1)),
+                              round(o.warmup_epochs * steps_per_epoch), 0.1)
+    if leader:
+        print(f"fashion_mnist: model {o.model} ({model.num_parameters()} parameters), optimizer "
+              f"{o.optimizer}, lr {peak_lr:g}, batch {o.batch}, {world} workers x {o.threads} "
+              f"threads, {len(train)} train / {len(test)} test samples")
+        if ddp:
+            print(ddp.describe_layout(), end="")
+        sys.stdout.flush()
+    forward = ddp if ddp else model
+    cross_entropy = nn.functional.cross_entropy
+    step = 0
+    last_json = None
+    for epoch in range(o.epochs):
+        loss_sum, loss_count, samples = 0.0, 0, 0
+        wait_before = ddp.comm_wait_seconds() if ddp else 0.0
+        start = last_report = time.monotonic()
+        for images, labels in loader.epoch(epoch):
+            schedule.apply(opt)
+            opt.zero_grad()
+            loss = cross_entropy(forward(images), labels)
+            if ddp:
+                ddp.backward(loss)
+            else:
+                loss.backward()
+            opt.step()
+            loss_sum += loss.item()
+            loss_count += 1
+            step += 1
+            samples += images.shape[0] * world
+            now = time.monotonic()
+            if leader and now - last_report >= 5:  # the C++ example's non-terminal progress
+                last_report = now
+                done = loss_count
+                print(f"  step {done}/{steps_per_epoch}  samples/s {samples / (now - start):.0f}"
+                      f"  ETA {(now - start) * (steps_per_epoch - done) / done:.0f}s",
+                      flush=True)
+        seconds = time.monotonic() - start
+        wait = ddp.comm_wait_seconds() - wait_before if ddp else 0.0
+        wait_fraction = wait / seconds if seconds > 0 else 0.0
+        totals = np.array([loss_sum, loss_count], np.float64)
+        if dist.is_initialized():
+            dist.all_reduce(totals)
+        train_loss = totals[0] / totals[1] if totals[1] > 0 else 0.0
+        rate = samples / seconds if seconds > 0 else 0.0
+        if not leader:
+            continue
+        accuracy = evaluate(model, test)
+        comm = f"  comm_wait {100 * wait_fraction:.1f}%" if ddp else ""
+        print(f"epoch {epoch + 1}/{o.epochs}  train_loss {train_loss:.4f}  test_accuracy "
+              f"{accuracy:.4f}  samples/s {rate:.0f}  epoch_time {seconds:.2f}s{comm}", flush=True)
+        last_json = (f'{{"epoch": {epoch + 1}, "train_loss": {train_loss:.6f}, "test_accuracy": '
+                     f'{accuracy:.4f}, "samples_per_s": {rate:.1f}, "epoch_time_s": '
+                     f'{seconds:.3f}, "world_size": {world}, "comm_wait_fraction": '
+                     f'{wait_fraction:.4f}, "param_hash": "{model.param_hash()}"}}')
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    if leader:
+        if last_json is None:
+            last_json = json.dumps({"epoch": o.epochs, "param_hash": model.param_hash()})
+        print(last_json, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,353 @@
+// paddle._C.distributed: process groups (a rendezvous plus a Communicator), work handles and
+// DistributedDataParallel. The Python package paddle.distributed builds the torch.distributed-style
+// API on these (argument conversion from numpy/torch, the default group, list outputs).
+//
+// Note [GIL and communicator threads]: a communicator runs operations on its own thread, and the
+// last view of a numpy-backed tensor may be dropped there, which takes the GIL (Note [Zero-copy
+// numpy] in common.h). So every call that waits on that thread (Work.wait, creating, splitting
+// and destroying a communicator, a DDP backward pass) releases the GIL first; holding it there
+// could deadlock, and releasing it lets other Python threads run while C++ waits.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "paddle/collective/communicator.h"
+#include "paddle/collective/rendezvous/rendezvous.h"
+#include "paddle/collective/work.h"
+#include "paddle/nn/module.h"
+#include "paddle/parallel/distributed_data_parallel.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/common.h"
+
+namespace paddle::python {
+namespace {
+
+using autograd::Variable;
+
+absl::Duration Seconds(const std::optional<double>& s) {
+  if (!s) return absl::ZeroDuration();
+  if (*s <= 0) throw py::value_error(absl::StrCat("timeout must be positive, got ", *s, " s"));
+  return absl::Seconds(*s);
+}
+
+// One group of ranks. The root group owns the rendezvous (store and, on rank 0, its server);
+// groups made by split share it, so the store outlives every communicator that uses it.
+class ProcessGroup {
+ public:
+  ProcessGroup(std::shared_ptr<RendezvousResult> rendezvous, std::unique_ptr<Communicator> comm)
+      : rendezvous_(std::move(rendezvous)), comm_(std::move(comm)) {}
+  // The rendezvous' destructor may wait for peers to close their store connections (Note [Store
+  // teardown] in rendezvous.h): another reason to drop it without the GIL.
+  ~ProcessGroup() {
+    Close();
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      rendezvous_.reset();
+    }
+  }
+
+  Communicator& comm() const {
+    if (!comm_) throw py::value_error("the process group was destroyed");
+    return *comm_;
+  }
+  const std::shared_ptr<RendezvousResult>& rendezvous() const { return rendezvous_; }
+  // Destroys the communicator (joining its threads) without the GIL; see the file comment.
+  void Close() {
+    if (!comm_) return;
+    std::unique_ptr<Communicator> comm = std::move(comm_);
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      comm.reset();
+    } else {
+      comm.reset();
+    }
+  }
+
+ private:
+  std::shared_ptr<RendezvousResult> rendezvous_;
+  std::unique_ptr<Communicator> comm_;
+};
+
+// A pending operation and the tensors it reads or writes, kept alive until it completes.
+class WorkHandle {
+ public:
+  WorkHandle(std::shared_ptr<Work> work, std::vector<Tensor> tensors)
+      : work_(std::move(work)), tensors_(std::move(tensors)) {}
+  // A handle dropped early still waits (bounded by the collective timeout), so the memory it
+  // writes is never freed under the communicator.
+  ~WorkHandle() {
+    if (work_->IsCompleted()) return;
+    py::gil_scoped_release release;
+    work_->Wait().IgnoreError();
+  }
+  WorkHandle(const WorkHandle&) = delete;
+  WorkHandle& operator=(const WorkHandle&) = delete;
+
+  bool Wait(const std::optional<double>& timeout_s) {
+    absl::Duration timeout = timeout_s ? Seconds(timeout_s) : absl::InfiniteDuration();
+    absl::Status st;
+    {
+      py::gil_scoped_release release;
+      st = work_->Wait(timeout);
+    }
+    Check(st);
+    return true;  // as torch's Work.wait
+  }
+  const Work& work() const { return *work_; }
+
+ private:
+  std::shared_ptr<Work> work_;
+  std::vector<Tensor> tensors_;
+};
+
+// The memory of a collective argument: contiguous CPU, as the communicator requires.
+Tensor Buffer(const Variable& v, const char* what) {
+  if (!v.defined()) throw py::value_error(absl::StrCat("the ", what, " tensor is undefined"));
+  const Tensor& t = v.data();
+  if (!t.device().is_cpu()) {
+    throw py::value_error(absl::StrCat("the ", what, " tensor is ", t.ToString(),
+                                       "; this build's collectives take CPU tensors"));
+  }
+  if (!t.is_contiguous()) {
+    throw py::value_error(absl::StrCat("the ", what, " tensor (", t.ToString(),
+                                       ") is not contiguous; call .contiguous() first"));
+  }
+  return t;
+}
+
+std::shared_ptr<ProcessGroup> CreateGroup(const std::string& url, const std::string& backend,
+                                          double timeout_s, bool debug_checks) {
+  Backend b = Unwrap(ParseBackend(backend));
+  absl::Duration timeout = Seconds(timeout_s);
+  auto rendezvous = std::make_shared<RendezvousResult>();
+  absl::Status st;
+  {
+    py::gil_scoped_release release;
+    absl::StatusOr<RendezvousResult> r = Rendezvous(url, timeout);
+    if (r.ok()) {
+      *rendezvous = *std::move(r);
+    } else {
+      st = r.status();
+    }
+  }
+  Check(st, ErrorArea::kStore);
+  CommunicatorOptions options;
+  options.backend = b;
+  options.store = rendezvous->store;
+  options.rank = rendezvous->rank;
+  options.world_size = rendezvous->world_size;
+  options.timeout = timeout;
+  options.debug_checks = debug_checks;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
+  {
+    py::gil_scoped_release release;
+    comm = Communicator::Create(options);
+  }
+  return std::make_shared<ProcessGroup>(rendezvous, Unwrap(std::move(comm)));
+}
+
+// Runs `launch` (which starts an operation) and returns its handle keeping `tensors` alive.
+template <typename Launch>
+std::unique_ptr<WorkHandle> Start(std::vector<Tensor> tensors, Launch launch) {
+  std::shared_ptr<Work> work = launch();
+  return std::make_unique<WorkHandle>(std::move(work), std::move(tensors));
+}
+
+void BindGroup(py::module_& d) {
+  py::enum_<ReduceOp>(d, "ReduceOp")
+      .value("SUM", ReduceOp::kSum)
+      .value("AVG", ReduceOp::kAvg)
+      .value("MIN", ReduceOp::kMin)
+      .value("MAX", ReduceOp::kMax)
+      .value("PRODUCT", ReduceOp::kProd);
+
+  py::class_<WorkHandle>(d, "Work", "The handle of an asynchronous collective (async_op=True).")
+      .def("wait", &WorkHandle::Wait, py::arg("timeout") = py::none(),
+           "Waits (GIL released) for the operation; raises its error. timeout in seconds.")
+      .def("is_completed", [](const WorkHandle& w) { return w.work().IsCompleted(); })
+      .def_property_readonly("seq", [](const WorkHandle& w) { return w.work().seq(); })
+      .def("__repr__", [](const WorkHandle& w) {
+        return absl::StrCat("paddle.distributed.Work(", w.work().Describe(),
+                            w.work().IsCompleted() ? ", completed)" : ", pending)");
+      });
+
+  using Group = ProcessGroup;
+  using OptSeconds = std::optional<double>;
+  auto call = [](const OptSeconds& s) { return CallOptions{Seconds(s)}; };
+  py::class_<Group, std::shared_ptr<Group>>(d, "ProcessGroup")
+      .def_static("create", &CreateGroup, py::arg("url"), py::arg("backend") = "native",
+                  py::arg("timeout") = 300.0, py::arg("debug_checks") = false)
+      .def_property_readonly("rank", [](const Group& g) { return g.comm().rank(); })
+      .def_property_readonly("size", [](const Group& g) { return g.comm().size(); })
+      .def_property_readonly(
+          "backend", [](const Group& g) { return std::string(BackendName(g.comm().backend())); })
+      .def(
+          "allreduce",
+          [call](const Group& g, const Variable& t, ReduceOp op, const OptSeconds& s) {
+            Tensor b = Buffer(t, "input");
+            return Start({b}, [&] { return g.comm().Allreduce(b, op, call(s)); });
+          },
+          py::arg("tensor"), py::arg("op"), py::arg("timeout") = py::none())
+      .def(
+          "broadcast",
+          [call](const Group& g, const Variable& t, int root, const OptSeconds& s) {
+            Tensor b = Buffer(t, "input");
+            return Start({b}, [&] { return g.comm().Broadcast(b, root, call(s)); });
+          },
+          py::arg("tensor"), py::arg("src"), py::arg("timeout") = py::none())
+      .def(
+          "reduce",
+          [call](const Group& g, const Variable& t, int root, ReduceOp op, const OptSeconds& s) {
+            Tensor b = Buffer(t, "input");
+            return Start({b}, [&] { return g.comm().Reduce(b, root, op, call(s)); });
+          },
+          py::arg("tensor"), py::arg("dst"), py::arg("op"), py::arg("timeout") = py::none())
+      .def(
+          "allgather",
+          [call](const Group& g, const Variable& in, const Variable& out, const OptSeconds& s) {
+            Tensor i = Buffer(in, "input"), o = Buffer(out, "output");
+            return Start({i, o}, [&] { return g.comm().Allgather(i, o, call(s)); });
+          },
+          py::arg("input"), py::arg("output"), py::arg("timeout") = py::none())
+      .def(
+          "reduce_scatter",
+          [call](const Group& g, const Variable& in, const Variable& out, ReduceOp op,
+                 const OptSeconds& s) {
+            Tensor i = Buffer(in, "input"), o = Buffer(out, "output");
+            return Start({i, o}, [&] { return g.comm().ReduceScatter(i, o, op, call(s)); });
+          },
+          py::arg("input"), py::arg("output"), py::arg("op"), py::arg("timeout") = py::none())
+      .def(
+          "alltoall",
+          [call](const Group& g, const Variable& in, const Variable& out, const OptSeconds& s) {
+            Tensor i = Buffer(in, "input"), o = Buffer(out, "output");
+            return Start({i, o}, [&] { return g.comm().Alltoall(i, o, call(s)); });
+          },
+          py::arg("input"), py::arg("output"), py::arg("timeout") = py::none())
+      .def(
+          "barrier",
+          [call](const Group& g, const OptSeconds& s) {
+            return Start({}, [&] { return g.comm().Barrier(call(s)); });
+          },
+          py::arg("timeout") = py::none())
+      .def(
+          "send",
+          [call](const Group& g, const Variable& t, int dst, uint32_t tag, const OptSeconds& s) {
+            Tensor b = Buffer(t, "input");
+            return Start({b}, [&] { return g.comm().Send(b, dst, tag, call(s)); });
+          },
+          py::arg("tensor"), py::arg("dst"), py::arg("tag") = 0, py::arg("timeout") = py::none())
+      .def(
+          "recv",
+          [call](const Group& g, const Variable& t, int src, uint32_t tag, const OptSeconds& s) {
+            Tensor b = Buffer(t, "output");
+            return Start({b}, [&] { return g.comm().Recv(b, src, tag, call(s)); });
+          },
+          py::arg("tensor"), py::arg("src"), py::arg("tag") = 0, py::arg("timeout") = py::none())
+      .def(
+          "split",
+          [](const Group& g, std::vector<int> ranks) -> std::shared_ptr<Group> {
+            absl::StatusOr<std::unique_ptr<Communicator>> sub;
+            {
+              py::gil_scoped_release release;
+              sub = g.comm().Split(std::move(ranks));
+            }
+            std::unique_ptr<Communicator> comm = Unwrap(std::move(sub));
+            if (!comm) return nullptr;
+            return std::make_shared<Group>(g.rendezvous(), std::move(comm));
+          },
+          py::arg("ranks"), "A group of `ranks` (collective); None on ranks not in it.")
+      .def(
+          "abort",
+          [](const Group& g, const std::string& why) { g.comm().Abort(absl::AbortedError(why)); },
+          py::arg("reason"))
+      .def("close", &Group::Close, "Destroys the communicator (joins its threads).");
+}
+
+// DistributedDataParallel over one group; keeps the group (and so the communicator) alive.
+class Ddp {
+ public:
+  Ddp(std::shared_ptr<ProcessGroup> group, std::shared_ptr<nn::Module> module,
+      const DdpOptions& options)
+      : group_(std::move(group)) {
+    absl::StatusOr<std::unique_ptr<DistributedDataParallel>> made;
+    {
+      py::gil_scoped_release release;
+      made = DistributedDataParallel::Create(std::move(module), &group_->comm(), options);
+    }
+    ddp_ = Unwrap(std::move(made));
+  }
+  ~Ddp() {
+    py::gil_scoped_release release;
+    ddp_.reset();
+  }
+  Ddp(const Ddp&) = delete;
+  Ddp& operator=(const Ddp&) = delete;
+
+  DistributedDataParallel& ddp() { return *ddp_; }
+
+ private:
+  std::shared_ptr<ProcessGroup> group_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+};
+
+void BindDdp(py::module_& d) {
+  py::class_<Ddp>(d, "DistributedDataParallel")
+      .def(py::init([](std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
+                       double bucket_cap_mb, double first_bucket_mb, const std::string& compression,
+                       bool find_unused, const std::optional<double>& timeout_s) {
+             if (bucket_cap_mb <= 0 || first_bucket_mb <= 0) {
+               throw py::value_error(absl::StrCat("bucket sizes must be positive, got ",
+                                                  bucket_cap_mb, " and ", first_bucket_mb, " MiB"));
+             }
+             DdpOptions o;
+             o.bucket_bytes = static_cast<int64_t>(bucket_cap_mb * (1 << 20));
+             o.first_bucket_bytes = static_cast<int64_t>(first_bucket_mb * (1 << 20));
+             o.compression = compression;
+             o.find_unused_parameters = find_unused;
+             o.timeout = Seconds(timeout_s);
+             o.store = group->rendezvous()->store;
+             return std::make_unique<Ddp>(std::move(group), std::move(module), o);
+           }),
+           py::arg("module"), py::arg("group"), py::arg("bucket_cap_mb") = 25.0,
+           py::arg("first_bucket_mb") = 1.0, py::arg("compression") = "none",
+           py::arg("find_unused_parameters") = false, py::arg("timeout") = py::none())
+      .def("forward",
+           [](Ddp& d, const Variable& x) {
+             absl::StatusOr<Variable> y;
+             {
+               py::gil_scoped_release release;
+               y = d.ddp().Forward(x);
+             }
+             return Unwrap(std::move(y));
+           })
+      .def("backward",
+           [](Ddp& d, const Variable& loss) {
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = d.ddp().Backward(loss);
+             }
+             Check(st);
+           })
+      .def("set_sync", [](Ddp& d, bool sync) { d.ddp().set_sync(sync); })
+      .def("comm_wait_seconds",
+           [](Ddp& d) { return absl::ToDoubleSeconds(d.ddp().reducer().stats().comm_wait_time); })
+      .def("describe_layout", [](Ddp& d) { return d.ddp().reducer().DescribeLayout(); });
+}
+
+}  // namespace
+
+void BindDistributed(py::module_& m) {
+  py::module_ d = m.def_submodule("distributed", "process groups and collectives");
+  BindGroup(d);
+  BindDdp(d);
+}
+
+}  // namespace paddle::python

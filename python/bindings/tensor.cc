@@ -1,0 +1,287 @@
+// paddle.Tensor: an autograd::Variable seen from Python, with zero-copy numpy interop (Note
+// [Zero-copy numpy] in common.h), the autograd entry points (backward, grad, no_grad) and the
+// arithmetic a training script needs. Operations the C++ functional API lacks (transpose, matmul,
+// sum, scale) are recorded here with autograd::RecordOperation so they take part in backward.
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "paddle/core/autograd/engine.h"
+#include "paddle/core/autograd/grad_mode.h"
+#include "paddle/core/autograd/variable.h"
+#include "paddle/nn/functional.h"
+#include "paddle/ops/cpu/elementwise.h"
+#include "python/bindings/bindings.h"
+#include "python/bindings/common.h"
+
+namespace paddle::python {
+namespace {
+
+using autograd::Variable;
+using Grads = absl::StatusOr<std::vector<Tensor>>;
+namespace F = nn::functional;
+
+Variable Transpose2d(const Variable& x) {
+  if (x.data().dim() != 2) {
+    throw py::value_error(
+        absl::StrCat("transpose needs a 2-d tensor, got shape ", ShapeToString(x.shape())));
+  }
+  Tensor y = Unwrap(Unwrap(x.data().Transpose(0, 1)).Contiguous());
+  return autograd::RecordOperation(y, "transpose", {x.GradientEdge()},
+                                   [](const Tensor& g) -> Grads {
+                                     absl::StatusOr<Tensor> t = g.Transpose(0, 1);
+                                     if (!t.ok()) return t.status();
+                                     absl::StatusOr<Tensor> c = t->Contiguous();
+                                     if (!c.ok()) return c.status();
+                                     return std::vector<Tensor>{*c};
+                                   });
+}
+
+// a [N, K] @ b [K, M], as Linear(a, b^T).
+Variable Matmul(const Variable& a, const Variable& b) {
+  if (a.data().dim() != 2 || b.data().dim() != 2 || a.shape()[1] != b.shape()[0]) {
+    throw py::value_error(absl::StrCat("matmul needs [N, K] @ [K, M], got ",
+                                       ShapeToString(a.shape()), " @ ", ShapeToString(b.shape())));
+  }
+  return Unwrap(F::Linear(a, Transpose2d(b), Variable()));
+}
+
+Variable Scale(const Variable& x, double s) {
+  Tensor y = Unwrap(ops::cpu::Scale(x.data(), static_cast<float>(s)));
+  return autograd::RecordOperation(y, "scale", {x.GradientEdge()}, [s](const Tensor& g) -> Grads {
+    absl::StatusOr<Tensor> d = ops::cpu::Scale(g, static_cast<float>(s));
+    if (!d.ok()) return d.status();
+    return std::vector<Tensor>{*d};
+  });
+}
+
+// Sum of all elements (float32), accumulated in double; a 0-d result.
+Variable Sum(const Variable& x) {
+  if (x.data().dtype() != DType::kFloat32) {
+    throw py::type_error(absl::StrCat("sum supports float32 tensors, got ", x.data().ToString()));
+  }
+  Tensor c = Unwrap(x.data().Contiguous());
+  double total = 0;
+  const float* p = c.data<float>();
+  for (int64_t i = 0; i < c.numel(); ++i) total += p[i];
+  Tensor y = Unwrap(Tensor::Empty({}, DType::kFloat32));
+  *y.data<float>() = static_cast<float>(total);
+  return autograd::RecordOperation(
+      y, "sum", {x.GradientEdge()}, [shape = x.shape()](const Tensor& g) -> Grads {
+        absl::StatusOr<Tensor> d = Tensor::Empty(shape, DType::kFloat32);
+        if (!d.ok()) return d.status();
+        absl::Status st = ops::cpu::Fill(&*d, *g.data<float>());
+        if (!st.ok()) return st;
+        return std::vector<Tensor>{*d};
+      });
+}
+
+Variable Full(const Shape& shape, DType dtype, double value) {
+  Tensor t = Unwrap(Tensor::Empty(shape, dtype));
+  Check(ops::cpu::Fill(&t, static_cast<float>(value)));
+  return Variable(t);
+}
+
+Variable MulAny(const Variable& a, const py::object& b) {
+  if (py::isinstance<Variable>(b)) return Unwrap(F::Mul(a, b.cast<Variable>()));
+  return Scale(a, b.cast<double>());
+}
+
+Variable AddAny(const Variable& a, const py::object& b, double sign) {
+  if (py::isinstance<Variable>(b)) {
+    Variable other = b.cast<Variable>();
+    return Unwrap(F::Add(a, sign > 0 ? other : Scale(other, -1.0)));
+  }
+  Variable c = Full(a.shape(), a.data().dtype(), sign * b.cast<double>());
+  return Unwrap(F::Add(a, c));
+}
+
+std::string Repr(const Variable& v) {
+  if (!v.defined()) return "paddle.Tensor(undefined)";
+  std::string body;
+  if (v.data().device().is_cpu() && v.data().dtype() != DType::kBFloat16) {
+    body = std::string(py::str(TensorToNumpy(v.data())));
+  }
+  return absl::StrCat("paddle.Tensor(", body, ", ", DTypeName(v.data().dtype()),
+                      ", shape=", ShapeToString(v.shape()),
+                      v.requires_grad() ? ", requires_grad=True" : "",
+                      v.name().empty() ? "" : absl::StrCat(", name='", v.name(), "'"), ")");
+}
+
+const Variable& Defined(const Variable& v) {
+  if (!v.defined()) throw py::value_error("the tensor is undefined");
+  return v;
+}
+
+// The buffer protocol: format characters as the struct module spells them.
+const char* BufferFormat(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "f";
+    case DType::kFloat64:
+      return "d";
+    case DType::kFloat16:
+      return "e";
+    case DType::kInt8:
+      return "b";
+    case DType::kUInt8:
+      return "B";
+    case DType::kInt32:
+      return "i";
+    case DType::kInt64:
+      return "q";
+    case DType::kBool:
+      return "?";
+    case DType::kBFloat16:
+      break;
+  }
+  throw py::type_error("bfloat16 tensors have no buffer format; convert to float32 first");
+}
+
+}  // namespace
+
+void BindTensor(py::module_& m) {
+  py::class_<Variable> tensor(m, "Tensor", py::buffer_protocol(), R"(A typed, shaped CPU tensor
+that takes part in automatic differentiation. Views numpy memory without copies
+(paddle.from_numpy) and is viewed by numpy without copies (Tensor.numpy(), np.asarray(t)).)");
+  tensor
+      .def_static(
+          "from_numpy",
+          [](const py::array& a, bool requires_grad, const std::string& name,
+             const std::optional<std::string>& dtype) {
+            NumpyRequirements req;
+            if (dtype) req.dtype = Unwrap(ParseDType(*dtype));
+            return Variable(TensorFromNumpy(a, req), requires_grad, name);
+          },
+          py::arg("array"), py::arg("requires_grad") = false, py::arg("name") = "",
+          py::arg("dtype") = py::none())
+      .def_buffer([](const Variable& v) {
+        const Tensor& t = Defined(v).data();
+        std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+        std::vector<py::ssize_t> strides;
+        for (int64_t s : t.strides()) strides.push_back(s * t.element_size());
+        return py::buffer_info(t.data(), t.element_size(), BufferFormat(t.dtype()), t.dim(), shape,
+                               strides);
+      })
+      .def(
+          "numpy", [](const Variable& v) { return TensorToNumpy(Defined(v).data()); },
+          "A numpy view of this tensor's memory (no copy).")
+      .def(
+          "__array__",
+          [](const Variable& v, const py::object& dtype) {
+            py::array a = TensorToNumpy(Defined(v).data());
+            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def_property_readonly("shape",
+                             [](const Variable& v) {
+                               const Shape& s = Defined(v).shape();
+                               return py::tuple(py::cast(std::vector<int64_t>(s.begin(), s.end())));
+                             })
+      .def_property_readonly(
+          "dtype",
+          [](const Variable& v) { return std::string(DTypeName(Defined(v).data().dtype())); })
+      .def_property_readonly("ndim", [](const Variable& v) { return Defined(v).data().dim(); })
+      .def("numel", [](const Variable& v) { return Defined(v).data().numel(); })
+      .def("__len__",
+           [](const Variable& v) {
+             if (Defined(v).data().dim() == 0) throw py::type_error("len() of a 0-d tensor");
+             return v.shape()[0];
+           })
+      .def("is_contiguous", [](const Variable& v) { return Defined(v).data().is_contiguous(); })
+      .def_property_readonly("device",
+                             [](const Variable& v) { return v.data().device().ToString(); })
+      .def_property_readonly("requires_grad", &Variable::requires_grad)
+      .def_property_readonly("is_leaf", &Variable::is_leaf)
+      .def_property("name", &Variable::name, &Variable::set_name)
+      .def(
+          "requires_grad_",
+          [](Variable& v, bool on) -> Variable& {
+            if (!Defined(v).is_leaf()) {
+              throw py::value_error("requires_grad_ applies to leaf tensors only; use detach()");
+            }
+            v = Variable(v.data(), on, v.name());
+            return v;
+          },
+          py::arg("requires_grad") = true, "Makes this leaf tensor require a gradient (in place).")
+      .def_property_readonly("grad",
+                             [](const Variable& v) -> py::object {
+                               if (!Defined(v).is_leaf() || !v.grad().defined()) return py::none();
+                               return py::cast(Variable(v.grad()));
+                             })
+      .def("zero_grad", [](Variable& v) { v.ZeroGrad(); })
+      .def(
+          "backward",
+          [](const Variable& v, const std::optional<Variable>& grad) {
+            Tensor g = grad ? grad->data() : Tensor();
+            absl::Status st;
+            {
+              py::gil_scoped_release release;
+              st = autograd::RunBackward(Defined(v), g);
+            }
+            Check(st);
+          },
+          py::arg("gradient") = py::none(),
+          "Runs the backward pass from this tensor; leaves accumulate into .grad.")
+      .def(
+          "detach", [](const Variable& v) { return Variable(Defined(v).data()); },
+          "The same memory, cut from the graph.")
+      .def("clone", [](const Variable& v) { return Variable(Unwrap(Defined(v).data().Clone())); })
+      .def("contiguous",
+           [](const Variable& v) { return Variable(Unwrap(Defined(v).data().Contiguous())); })
+      .def("copy_",
+           [](Variable& v, const Variable& src) -> Variable& {
+             Tensor dst = Defined(v).data();
+             Check(dst.CopyFrom(Defined(src).data()));
+             return v;
+           })
+      .def("item",
+           [](const Variable& v) -> py::object {
+             if (Defined(v).data().numel() != 1) {
+               throw py::value_error(absl::StrCat("item() needs one element, the tensor has shape ",
+                                                  ShapeToString(v.shape())));
+             }
+             return TensorToNumpy(v.data()).attr("reshape")(-1)[py::int_(0)].attr("item")();
+           })
+      .def("reshape",
+           [](const Variable& v, const std::vector<int64_t>& shape) {
+             return Unwrap(F::Reshape(Defined(v), shape));
+           })
+      .def("flatten", [](const Variable& v) { return Unwrap(F::Flatten(Defined(v))); })
+      .def_property_readonly("T", [](const Variable& v) { return Transpose2d(Defined(v)); })
+      .def("t", [](const Variable& v) { return Transpose2d(Defined(v)); })
+      .def("sum", [](const Variable& v) { return Sum(Defined(v)); })
+      .def("mean",
+           [](const Variable& v) {
+             return Scale(Sum(Defined(v)), 1.0 / static_cast<double>(v.data().numel()));
+           })
+      .def("relu", [](const Variable& v) { return Unwrap(F::Relu(Defined(v))); })
+      .def("__matmul__", [](const Variable& a, const Variable& b) { return Matmul(a, b); })
+      .def("__add__", [](const Variable& a, const py::object& b) { return AddAny(a, b, 1.0); })
+      .def("__radd__", [](const Variable& a, const py::object& b) { return AddAny(a, b, 1.0); })
+      .def("__sub__", [](const Variable& a, const py::object& b) { return AddAny(a, b, -1.0); })
+      .def("__rsub__",
+           [](const Variable& a, const py::object& b) { return AddAny(Scale(a, -1.0), b, 1.0); })
+      .def("__mul__", &MulAny)
+      .def("__rmul__", &MulAny)
+      .def("__neg__", [](const Variable& a) { return Scale(a, -1.0); })
+      .def("__repr__", &Repr);
+
+  m.def("matmul", &Matmul, py::arg("a"), py::arg("b"));
+  m.def(
+      "full",
+      [](const std::vector<int64_t>& shape, double value, const std::string& dtype,
+         bool requires_grad) {
+        Variable v = Full(Shape(shape.begin(), shape.end()), Unwrap(ParseDType(dtype)), value);
+        return Variable(v.data(), requires_grad);
+      },
+      py::arg("shape"), py::arg("value"), py::arg("dtype") = "float32",
+      py::arg("requires_grad") = false);
+  m.def("is_grad_enabled", &autograd::GradMode::IsEnabled);
+  m.def("set_grad_enabled", &autograd::GradMode::SetEnabled, py::arg("enabled"));
+}
+
+}  // namespace paddle::python

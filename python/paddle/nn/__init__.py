@@ -1,0 +1,24 @@
+"""paddle.nn: the C++ layers and models (paddle/nn) as Python classes.
+
+Layers draw their initial weights from `generator=` or, by default, from paddle.nn's default
+generator, which paddle.manual_seed(seed) resets. Models: make_model("mlp"|"cnn"|"resnet", seed).
+"""
+from paddle._C.nn import (GELU, BatchNorm2d, Conv2d, Dropout, Flatten, Generator, GlobalAvgPool,
+                          Linear, MaxPool2d, Module, ReLU, Sequential, make_model)
+from paddle.nn import functional
+
+__all__ = [
+    "GELU", "BatchNorm2d", "Conv2d", "Dropout", "Flatten", "Generator", "GlobalAvgPool", "Linear",
+    "MaxPool2d", "Module", "ReLU", "Sequential", "make_model", "functional", "default_generator",
+]
+
+_default = [Generator(0)]
+
+
+def default_generator():
+    """The generator layers use when none is given."""
+    return _default[0]
+
+
+def _reset_default_generator(seed):
+    _default[0] = Generator(seed)
