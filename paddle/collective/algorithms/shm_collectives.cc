@@ -29,7 +29,11 @@
 #include "paddle/collective/algorithms/shm_collectives.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -287,6 +291,141 @@ absl::Status ShmBroadcast(const AlgorithmContext& ctx, NodeWorkspace& ws, void* 
   return absl::OkStatus();
 }
 
+// Note [Pipelined hierarchical allreduce]
+// Large buffers go through the three steps of Note [Hierarchical allreduce] chunk by chunk, so
+// that the network step of one chunk overlaps the shared-memory steps of its neighbours: this
+// thread runs, for chunk k, the intra-host reduce-scatter, hands the chunk to a helper thread that
+// allreduces this rank's block of it across hosts, and then runs the intra-host allgather of
+// chunk k - 1 once the helper has finished it. The shared-memory steps run on this thread only,
+// in the same order on every local rank, so the workspace rounds stay in step; the transport is
+// used by the helper only, one chunk after another, each chunk's messages tagged
+// kHierarchicalChunkSteps steps after the previous chunk's (AfterSteps), so chunks cannot take
+// each other's messages. Any failure aborts the transport and the workspace (which ends the
+// other side's waits) and the helper is joined before returning.
+namespace {
+
+constexpr uint32_t kHierarchicalChunkSteps = 4096;  // more than any algorithm's steps
+
+class CrossHostWorker {
+ public:
+  using Job = std::function<absl::Status()>;
+  CrossHostWorker() : thread_([this] { Loop(); }) {}
+  ~CrossHostWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Add(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+  }
+  // The status of job `index` (0-based, in the order added), once it finished.
+  absl::Status WaitFor(size_t index) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return results_.size() > index; });
+    return results_[index];
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || next_ < jobs_.size(); });
+        if (next_ >= jobs_.size()) return;  // stopping with nothing left
+        job = jobs_[next_++];
+      }
+      // After a failure the remaining jobs fail at once (the transport is aborted).
+      absl::Status s = failed_ ? absl::AbortedError("an earlier chunk failed") : job();
+      if (!s.ok()) failed_ = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        results_.push_back(std::move(s));
+      }
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Job> jobs_;
+  std::vector<absl::Status> results_;
+  size_t next_ = 0;
+  bool stop_ = false;
+  bool failed_ = false;  // the worker thread only
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::Status PipelinedHierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& ws,
+                                            const std::vector<int>& cross_ranks,
+                                            const AlgorithmSelector& selector, uint8_t* data,
+                                            int64_t count, DType dtype, ReduceOp op) {
+  const ReduceOp partial_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  const int64_t chunk =
+      std::max<int64_t>(static_cast<int64_t>(kHierarchicalChunkBytes / DTypeSize(dtype)),
+                        (count + kMaxHierarchicalChunks - 1) / kMaxHierarchicalChunks);
+  const int64_t chunks = (count + chunk - 1) / chunk;
+  SubsetTransport cross(ctx.transport(), cross_ranks);
+  AlgorithmContext cross_ctx(cross, ctx.op_name(), ctx.seq(), ctx.deadline());
+  cross_ctx.set_piece_bytes(ctx.piece_bytes());
+  // Chunk k: its elements, its blocks, this rank's block.
+  auto range = [&](int64_t k) {
+    return ElementRange{k * chunk, std::min(chunk, count - k * chunk)};
+  };
+  absl::Status status;
+  {
+    CrossHostWorker worker;
+    auto gather = [&](int64_t k) -> absl::Status {
+      const absl::Status cross_status = worker.WaitFor(static_cast<size_t>(k));
+      if (!cross_status.ok()) {
+        ws.Abort(cross_status);
+        return cross_status;
+      }
+      const ElementRange r = range(k);
+      uint8_t* base = data + ByteOffset(r.offset, dtype);
+      const std::vector<ElementRange> blocks = EvenBlocks(r.count, ws.local_size());
+      const ElementRange& mine = blocks[static_cast<size_t>(ws.local_rank())];
+      uint8_t* my_block = base + ByteOffset(mine.offset, dtype);
+      if (op == ReduceOp::kAvg) {
+        WS_RETURN_IF_ERROR(ctx, ws, FinishAvg(my_block, mine.count, dtype, ctx.size()));
+      }
+      return GatherRounds(ctx, ws, my_block, blocks, base, dtype);
+    };
+    for (int64_t k = 0; k < chunks && status.ok(); ++k) {
+      const ElementRange r = range(k);
+      uint8_t* base = data + ByteOffset(r.offset, dtype);
+      const std::vector<ElementRange> blocks = EvenBlocks(r.count, ws.local_size());
+      const ElementRange mine = blocks[static_cast<size_t>(ws.local_rank())];
+      uint8_t* my_block = base + ByteOffset(mine.offset, dtype);
+      status = BlockRounds(ctx, ws, base, blocks, my_block, /*gather_into=*/nullptr, dtype,
+                           partial_op, /*avg_divisor=*/0);
+      if (!status.ok()) break;
+      const AlgorithmContext chunk_ctx =
+          cross_ctx.AfterSteps(static_cast<uint32_t>(k) * kHierarchicalChunkSteps);
+      worker.Add([&selector, chunk_ctx, my_block, mine, dtype, partial_op] {
+        return selector.Allreduce(chunk_ctx, my_block, mine.count, dtype, partial_op);
+      });
+      if (k > 0) status = gather(k - 1);
+    }
+    if (status.ok()) status = gather(chunks - 1);
+    if (!status.ok()) {
+      // Unblock the helper (its messages fail once the transport is aborted), then join it.
+      ctx.transport().Abort(status);
+      ws.Abort(status);
+    }
+  }
+  return status;
+}
+
 // Note [Hierarchical allreduce]
 // Hosts h = 0..H-1 with L ranks each; block l is the l-th of L near-equal blocks of the buffer.
 //   1. within each host, ShmReduceScatter: local rank l holds block l summed over its host
@@ -304,6 +443,11 @@ absl::Status HierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& w
   RETURN_IF_ERROR(ctx.CheckBuffer(data, count, dtype));
   if (absl::Status s = CheckReduction(dtype, op); !s.ok()) return ctx.InvalidArgument(s.message());
   if (count == 0) return absl::OkStatus();
+  if (ws.local_size() > 1 && cross_ranks.size() > 1 &&
+      ByteOffset(count, dtype) >= 2 * kHierarchicalChunkBytes) {
+    return PipelinedHierarchicalAllreduce(ctx, ws, cross_ranks, selector,
+                                          static_cast<uint8_t*>(data), count, dtype, op);
+  }
   auto* bytes = static_cast<uint8_t*>(data);
   const ReduceOp partial_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const std::vector<ElementRange> blocks = EvenBlocks(count, ws.local_size());

@@ -35,6 +35,12 @@ namespace paddle {
 // all slots (one synchronisation instead of two).
 inline constexpr size_t kShmSmallMessageBytes = size_t{32} << 10;
 
+// The hierarchical allreduce of buffers of at least twice this size runs in chunks of this size
+// (at most kMaxHierarchicalChunks of them), the network step of one chunk overlapping the
+// shared-memory steps of the next (Note [Pipelined hierarchical allreduce]).
+inline constexpr size_t kHierarchicalChunkBytes = size_t{4} << 20;
+inline constexpr int64_t kMaxHierarchicalChunks = 200;
+
 // In place over `count` elements of `data`.
 absl::Status ShmAllreduce(const AlgorithmContext& ctx, NodeWorkspace& ws, void* data, int64_t count,
                           DType dtype, ReduceOp op);
@@ -49,6 +55,12 @@ absl::Status ShmAllgather(const AlgorithmContext& ctx, NodeWorkspace& ws, const 
 // `root` is a local rank.
 absl::Status ShmBroadcast(const AlgorithmContext& ctx, NodeWorkspace& ws, void* data, int64_t count,
                           DType dtype, int root);
+
+// HierarchicalAllreduce of large buffers (see kHierarchicalChunkBytes); same contract.
+absl::Status PipelinedHierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& ws,
+                                            const std::vector<int>& cross_ranks,
+                                            const AlgorithmSelector& selector, uint8_t* data,
+                                            int64_t count, DType dtype, ReduceOp op);
 
 // The hosts' ranks: ctx is the whole group's (ctx.transport() reaches every rank); `cross_ranks`
 // are the global ranks with this rank's local rank, one per host in host order (this rank among

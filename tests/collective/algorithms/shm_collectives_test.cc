@@ -256,6 +256,41 @@ TEST_P(HierarchicalTest, AllreduceEveryCountDtypeAndOp) {
   }
 }
 
+// Buffers of 2 x kHierarchicalChunkBytes and more run chunk by chunk, the cross-host step on a
+// helper thread (Note [Pipelined hierarchical allreduce]).
+TEST_P(HierarchicalTest, PipelinedLargeBuffers) {
+  const auto [hosts, local] = GetParam();
+  const int world = hosts * local;
+  absl::StatusOr<std::unique_ptr<RankGroup>> created =
+      RankGroup::Create(world, TransportKind::kInProcess);
+  ASSERT_TRUE(created.ok()) << created.status();
+  RankGroup& g = **created;
+  Node node(g, hosts, local, /*slot_bytes=*/size_t{512} << 10);
+  // Three and a bit chunks of float32; two and a bit of float16 (odd counts, uneven blocks).
+  for (auto [count, dtype] : {std::make_pair(int64_t{3} * (1 << 20) + 7, DType::kFloat32),
+                              std::make_pair(int64_t{5} * (1 << 20) + 1, DType::kFloat16)}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+      const uint64_t seed = 900 + static_cast<int>(op);
+      const std::vector<uint8_t> want = testutil::ExpectedReduction(seed, world, count, dtype, op);
+      const uint64_t seq = g.NextSeq();
+      std::vector<std::string> diffs(world);
+      std::vector<absl::Status> s = g.Run([&](int rank) -> absl::Status {
+        std::vector<uint8_t> data = testutil::MakeReductionInput(seed, rank, count, dtype, op);
+        RETURN_IF_ERROR(HierarchicalAllreduce(g.Context(rank, "allreduce", seq), node.ws(rank),
+                                              node.Cross(rank), AlgorithmSelector(), data.data(),
+                                              count, dtype, op));
+        diffs[rank] = testutil::CompareElements(data, want, dtype);
+        return absl::OkStatus();
+      });
+      ASSERT_TRUE(testutil::AllOk(s)) << testutil::DescribeFailures(s);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_EQ(diffs[r], "") << "rank " << r << " " << DTypeName(dtype) << " "
+                                << ReduceOpName(op);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(HostsByRanks, HierarchicalTest,
                          testing::Values(std::make_pair(2, 2), std::make_pair(3, 2),
                                          std::make_pair(2, 3), std::make_pair(2, 1),
