@@ -50,6 +50,7 @@ class OptionsTest(unittest.TestCase):
             ("--local-ranks-filter=a", "p"): "--local-ranks-filter is 'a'",
             ("--max-restarts=-1", "p"): "--max-restarts is -1",
             ("--rdzv-id=a/b", "p"): "--rdzv-id",
+            ("--rdzv-id=..", "p"): "not '.' or '..' alone",
             ("--rdzv-backend=etcd", "p"): "needs --rdzv-endpoint",
             ("--no-such-option", "p"): "unrecognized arguments",
             (): "required: program",
@@ -143,6 +144,25 @@ class StoreTest(unittest.TestCase):
     def test_file(self):
         with tempfile.TemporaryDirectory() as d:
             self.check_store(kvstore.FileStore(d, "job"))
+
+    def test_file_clear_removes_only_the_job(self):
+        with tempfile.TemporaryDirectory() as d:
+            job, other = kvstore.FileStore(d, "job"), kvstore.FileStore(d, "other")
+            job.set("r0/size", "2")
+            job.add("r0/joined", 1)
+            other.set("round", "4")
+            job.clear()
+            self.assertEqual(os.listdir(d), ["other"])
+            self.assertIsNone(kvstore.FileStore(d, "job").get("r0/size"))
+            self.assertEqual(other.get("round"), "4")
+
+    def test_file_clear_error_names_the_folder(self):
+        with tempfile.TemporaryDirectory() as d:
+            job = kvstore.FileStore(d, "job")
+            os.mkdir(os.path.join(d, "job", "not-a-key"))  # a folder: the job's folder stays
+            with self.assertRaises(kvstore.StoreError) as cm:
+                job.clear()
+            self.assertIn(f"cannot clear the rendezvous directory {d}/job", str(cm.exception))
 
 
 class RendezvousTest(unittest.TestCase):

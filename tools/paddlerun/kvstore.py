@@ -1,6 +1,7 @@
 """The key-value stores the node launchers rendezvous in, behind one small interface.
 
-Every store offers set(key, value), get(key) -> str or None, and add(key, delta) -> int (atomic).
+Every store offers set(key, value), get(key) -> str or None, add(key, delta) -> int (atomic) and
+clear() (removes every key of the job; the last launcher to exit calls it).
 Waiting is done by the rendezvous with get() and a deadline, so no store call blocks for long:
 each one is bounded by the store's own timeout and raises StoreError (whose message names the
 endpoint) when the store cannot be reached.
@@ -145,6 +146,9 @@ class TcpStore:
     def add(self, key, delta):
         return self._call({"op": "add", "key": key, "delta": delta})["value"]
 
+    def clear(self):
+        pass  # the keys live in the hosting launcher's memory and end with it
+
     def close(self):
         self._sock.close()
 
@@ -183,6 +187,17 @@ class FileStore:
             value = int(self.get(key) or "0") + delta
             self.set(key, str(value))
             return value
+
+    def clear(self):
+        """Removes every key of the job (the files in its folder, then the folder)."""
+        try:
+            for name in os.listdir(self._dir):
+                path = os.path.join(self._dir, name)
+                if os.path.isfile(path):
+                    os.unlink(path)
+            os.rmdir(self._dir)
+        except OSError as e:
+            raise StoreError(f"cannot clear the rendezvous directory {self._dir}: {e}") from None
 
     def close(self):
         pass
@@ -243,6 +258,13 @@ class EtcdStore:
                 {"requestPut": {"key": k, "value": _b64(new)}}]})
             if reply.get("succeeded"):
                 return int(new)
+
+    def clear(self):
+        """Deletes every key under the job's prefix."""
+        prefix = self._prefix.encode()
+        end = prefix[:-1] + bytes([prefix[-1] + 1])  # the range [prefix, end) is the prefix
+        self._post("/kv/deleterange", {"key": _b64(self._prefix),
+                                       "range_end": base64.b64encode(end).decode()})
 
     def close(self):
         pass

@@ -100,11 +100,18 @@ def main(argv=None, script=None):
 
 def _linger(store, server):
     """Every launcher counts itself out of the last round; the store's host then waits (at most
-    3 s) until the others have, so none of them mistakes the end of the job for a lost store."""
+    3 s) until the others have, so none of them mistakes the end of the job for a lost store.
+
+    The last of the round's launchers to leave clears the job's keys: etcd and file stores outlive
+    the job, and a later job with the same --rdzv-id (by default "default") would otherwise find
+    this one's round as closed (and start as a restart), or its error and fail at once with it."""
     try:
         r = int(store.get("round") or 0)
         size = int(store.get(f"r{r}/size") or 1)
-        store.add(f"r{r}/exited", 1)
+        joined = int(store.get(f"r{r}/joined") or 1)
+        if store.add(f"r{r}/exited", 1) >= joined:
+            store.clear()
+            return
         deadline = time.monotonic() + 3.0
         while (server is not None and time.monotonic() < deadline and
                int(store.get(f"r{r}/exited") or 0) < size):

@@ -197,8 +197,9 @@ def parse(argv):
         raise UsageError("--tee copies the workers' log files to the console; it needs --log-dir")
     if not opts.rdzv_id:
         opts.rdzv_id = "default" if opts.max_nodes > 1 or opts.endpoint else uuid.uuid4().hex[:12]
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", opts.rdzv_id):
-        raise UsageError(f"--rdzv-id is {opts.rdzv_id!r}; use letters, digits, '_', '.', '-'")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", opts.rdzv_id) or opts.rdzv_id in (".", ".."):
+        raise UsageError(f"--rdzv-id is {opts.rdzv_id!r}; use letters, digits, '_', '.', '-' "
+                         "(not '.' or '..' alone: it names a folder for --rdzv-backend=file)")
     return opts
 
 
