@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,7 @@
 #include "paddle/collective/store/tcp_store_server.h"
 #include "paddle/collective/transport/shm/shm_ring.h"
 #include "paddle/core/logging.h"
+#include "tests/collective/transport/transport_conformance.h"
 #include "tests/collective/transport/transport_test_harness.h"
 
 namespace paddle {
@@ -99,43 +101,8 @@ const std::vector<size_t>& ExchangeSizes() {
 }
 
 void ExchangeEverySize(int world) {
-  const std::vector<size_t>& sizes = ExchangeSizes();
-  for (int rank = 0; rank < world; ++rank) {
-    for (size_t i = 0; i < sizes.size(); ++i) Payload(rank, i, sizes[i]);  // before the clock runs
-  }
-  RunRanks(world, [&](RankContext& ctx) {
-    std::vector<std::vector<char>> got(sizes.size());
-    for (size_t i = 0; i < sizes.size(); ++i) got[i].resize(sizes[i]);
-    // Round k: send to rank + k, receive from rank - k, so each link carries one round each way.
-    for (int k = 1; k < world; ++k) {
-      Channel& to = ctx.t().channel((ctx.rank + k) % world);
-      Channel& from = ctx.t().channel((ctx.rank - k + world) % world);
-      std::vector<std::unique_ptr<TransportRequest>> requests;
-      auto post_receives = [&] {
-        for (size_t i = 0; i < sizes.size(); ++i) {
-          requests.push_back(from.Recv(got[i].data(), sizes[i], k * 16 + i));
-        }
-      };
-      auto post_sends = [&] {
-        for (size_t i = 0; i < sizes.size(); ++i) {
-          requests.push_back(to.Send(Payload(ctx.rank, i, sizes[i]).data(), sizes[i], k * 16 + i));
-        }
-      };
-      // Odd rounds post receives first; even rounds send first, so messages may arrive before
-      // their receive (buffered, kept as descriptors, or claimed mid-stream).
-      if (k % 2 == 1) {
-        post_receives();
-        post_sends();
-      } else {
-        post_sends();
-        post_receives();
-      }
-      for (auto& request : requests) ASSERT_OK(WaitLong(*request));
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        EXPECT_EQ(Mismatch(got[i], from.peer(), i), "") << "round " << k << " size " << sizes[i];
-      }
-    }
-  });
+  ExpectEveryPairExchangesEverySize(world, ExchangeSizes(),
+                                    [&](const auto& body) { RunRanks(world, body); });
 }
 
 TEST_P(ShmTransportWorldTest, EveryPairExchangesEverySizeExactly) { ExchangeEverySize(GetParam()); }
@@ -148,37 +115,8 @@ TEST(ShmTransportTest, EveryPairExchangesEverySizeWithoutCma) {
 // ---- Matching ----------------------------------------------------------------------------------
 
 void ExpectOneTagInOrder() {
-  constexpr int kMessages = 120;
   // Eager, CMA or streamed, interleaved.
-  auto size = [](int i) { return static_cast<size_t>((i * 7919) % 200000); };
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    if (ctx.rank == 0) {
-      ctx.barrier->Wait();  // the first half of the receives are posted
-      std::vector<std::unique_ptr<TransportRequest>> sends;
-      for (int i = 0; i < kMessages; ++i) {
-        sends.push_back(ch.Send(Payload(0, i, size(i)).data(), size(i), 7));
-      }
-      ctx.barrier->Wait();
-      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
-      return;
-    }
-    std::vector<std::vector<char>> got(kMessages);
-    std::vector<std::unique_ptr<TransportRequest>> recvs;
-    for (int i = 0; i < kMessages; ++i) {
-      if (i == kMessages / 2) {
-        ctx.barrier->Wait();  // let the sender go ...
-        absl::SleepFor(absl::Milliseconds(20));
-        ctx.barrier->Wait();  // ... so the rest arrive unexpected
-      }
-      got[i].resize(size(i));
-      recvs.push_back(ch.Recv(got[i].data(), size(i), 7));
-    }
-    for (int i = 0; i < kMessages; ++i) {
-      ASSERT_OK(WaitLong(*recvs[i]));
-      ASSERT_EQ(Mismatch(got[i], 0, i), "") << "message " << i;
-    }
-  });
+  ExpectOneTagArrivesInOrder([](const auto& body) { RunRanks(2, body); }, 120, 200000);
 }
 
 TEST(ShmTransportTest, MessagesWithOneTagArriveInOrder) { ExpectOneTagInOrder(); }
@@ -189,31 +127,7 @@ TEST(ShmTransportTest, MessagesWithOneTagArriveInOrderWithoutCma) {
 }
 
 TEST(ShmTransportTest, DifferentTagsMatchOutOfOrder) {
-  constexpr int kTags = 16;
-  auto size = [](int tag) { return static_cast<size_t>(tag * 30001 + 1); };
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    if (ctx.rank == 0) {
-      ctx.barrier->Wait();
-      std::vector<std::unique_ptr<TransportRequest>> sends;
-      for (int tag = 0; tag < kTags; ++tag) {
-        sends.push_back(ch.Send(Payload(0, tag, size(tag)).data(), size(tag), tag));
-      }
-      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
-      return;
-    }
-    std::vector<std::vector<char>> got(kTags);
-    for (int tag = 0; tag < kTags; ++tag) got[tag].resize(size(tag));
-    // The last tag is posted before anything is sent; the others afterwards, in reverse.
-    auto last = ch.Recv(got[kTags - 1].data(), size(kTags - 1), kTags - 1);
-    ctx.barrier->Wait();
-    for (int tag = kTags - 2; tag >= 0; --tag) {
-      ASSERT_OK(WaitLong(*ch.Recv(got[tag].data(), size(tag), tag)));
-      EXPECT_EQ(Mismatch(got[tag], 0, tag), "");
-    }
-    ASSERT_OK(WaitLong(*last));
-    EXPECT_EQ(Mismatch(got[kTags - 1], 0, kTags - 1), "");
-  });
+  ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 30001);
 }
 
 TEST(ShmTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
@@ -422,21 +336,9 @@ TEST(ShmTransportTest, MissingPeerTimesOutNamingIt) {
 
 // ---- Real processes ----------------------------------------------------------------------------
 
-std::vector<WorkerProcess> StartWorkers(int world, int port, const std::string& mode) {
-  std::vector<std::vector<std::string>> args;
-  for (int rank = 0; rank < world; ++rank) {
-    args.push_back(
-        {kWorkerFlag, absl::StrCat(port), absl::StrCat(rank), absl::StrCat(world), mode});
-  }
-  return StartWorkerProcesses(args);
-}
-
-std::unique_ptr<TcpStoreServer> StartStoreServer() {
-  TcpStoreServerOptions options;
-  options.host = "127.0.0.1";
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(*server) : nullptr;
+uint64_t PidNamespaceInode() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 // The /dev/shm names the workers' processes left behind.
@@ -446,7 +348,10 @@ std::vector<std::string> LeftoverSegments(const std::vector<WorkerProcess>& work
   if (dir == nullptr) return left;
   while (struct dirent* entry = readdir(dir)) {
     for (const WorkerProcess& w : workers) {
-      if (absl::StartsWith(entry->d_name, absl::StrCat("paddle-", w.pid, "-"))) {
+      // Names are /paddle-<pid namespace inode>-<pid>-... (shm_segment.h); the workers share
+      // this process's PID namespace.
+      if (absl::StartsWith(entry->d_name,
+                           absl::StrCat("paddle-", PidNamespaceInode(), "-", w.pid, "-"))) {
         left.push_back(entry->d_name);
       }
     }
@@ -462,94 +367,47 @@ constexpr size_t kProcessMessageBytes = (16 << 20) + 7;
 // "until_failure": rounds until a request fails, publishing round2/<rank> after round 2; exits 3
 // on the failure. "other_host": each rank claims its own host (PADDLE_HOST_ID); setup must fail.
 int RunWorker(int port, int rank, int world, const std::string& mode) {
-  SetLogRank(rank, world);
   if (mode == "exchange_nocma") setenv("PADDLE_SHM_CMA", "0", 1);
-  if (mode == "other_host") setenv("PADDLE_HOST_ID", absl::StrCat("node", rank % 2).c_str(), 1);
-  TcpStoreOptions store_options;
-  store_options.host = "127.0.0.1";
-  store_options.port = port;
-  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
-  if (!store.ok()) {
-    std::printf("WORKER_ERROR store: %s\n", store.status().ToString().c_str());
-    return 2;
-  }
-  std::shared_ptr<Store> shared(std::move(*store));
-  TransportOptions options;
-  options.rank = rank;
-  options.world_size = world;
-  options.store = shared;
-  options.store_prefix = mode;
-  options.connect_timeout = kLong;
-  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateShmTransport(options);
   if (mode == "other_host") {
+    setenv("PADDLE_HOST_ID", absl::StrCat("node", rank % 2).c_str(), 1);
+    // Set-up alone must fail, on every rank, naming the hosts.
+    TcpStoreOptions store_options;
+    store_options.host = "127.0.0.1";
+    store_options.port = port;
+    absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
+    if (!store.ok()) return 2;
+    TransportOptions options;
+    options.rank = rank;
+    options.world_size = world;
+    options.store = std::shared_ptr<Store>(std::move(*store));
+    options.store_prefix = mode;
+    options.connect_timeout = kLong;
+    absl::StatusOr<std::unique_ptr<Transport>> transport = CreateShmTransport(options);
     std::printf("WORKER_SETUP %s\n", transport.status().ToString().c_str());
     return absl::IsFailedPrecondition(transport.status()) ? 0 : 7;
   }
-  if (!transport.ok()) {
-    std::printf("WORKER_ERROR transport: %s\n", transport.status().ToString().c_str());
-    return 2;
-  }
-  Transport& t = **transport;
-  const size_t bytes = kProcessMessageBytes;
-  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
-  const int rounds = mode == "until_failure" ? 100000 : 3;
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<std::unique_ptr<TransportRequest>> requests;
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
-      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
-      requests.push_back(
-          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
-    }
-    for (auto& request : requests) {
-      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
-      if (!status.ok()) {
-        std::printf("WORKER_FAILED rank=%d round=%d: %s\n", rank, round, status.ToString().c_str());
-        return 3;
-      }
-    }
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
-      std::string bad = Mismatch(got[peer], peer, round % 2);
-      if (!bad.empty()) {
-        std::printf("WORKER_ERROR %s\n", bad.c_str());
-        return 4;
-      }
-    }
-    if (round == 2 && mode == "until_failure") {
-      absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
-      if (!s.ok()) return 5;
-    }
-  }
-  absl::Status done = StoreBarrier(*shared, "done", rank, world, kLong);
-  std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
-  return done.ok() ? 0 : 6;
+  return RunExchangeWorker(port, rank, world, mode == "until_failure" ? mode : "exchange",
+                           CreateShmTransport, kProcessMessageBytes, mode);
 }
 
-void ExpectProcessesExchange(const std::string& mode) {
-  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
-  ASSERT_NE(server, nullptr);
-  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), mode);
-  WaitForWorkerProcesses(workers, absl::Seconds(240));
-  for (const WorkerProcess& w : workers) {
-    EXPECT_EQ(w.exit_code, 0) << w.Output();
-    EXPECT_TRUE(absl::StrContains(w.Output(), "WORKER_OK")) << w.Output();
-  }
+void ExpectShmProcessesExchange(const std::string& mode) {
+  std::vector<WorkerProcess> workers = ExpectProcessesExchange(kWorkerFlag, mode);
   EXPECT_TRUE(LeftoverSegments(workers).empty()) << LeftoverSegments(workers)[0];
 }
 
 TEST(ShmTransportProcessTest, FourProcessesExchangeLargeMessagesWithCma) {
-  ExpectProcessesExchange("exchange");
+  ExpectShmProcessesExchange("exchange");
 }
 
 TEST(ShmTransportProcessTest, FourProcessesExchangeLargeMessagesWithoutCma) {
-  ExpectProcessesExchange("exchange_nocma");
+  ExpectShmProcessesExchange("exchange_nocma");
 }
 
 TEST(ShmTransportProcessTest, RanksOnDifferentHostsAreRejected) {
-  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+  std::unique_ptr<TcpStoreServer> server = StartLoopbackStoreServer();
   ASSERT_NE(server, nullptr);
-  std::vector<WorkerProcess> workers = StartWorkers(3, server->port(), "other_host");
+  std::vector<WorkerProcess> workers =
+      StartExchangeWorkers(kWorkerFlag, 3, server->port(), "other_host");
   WaitForWorkerProcesses(workers, absl::Seconds(120));
   for (const WorkerProcess& w : workers) {
     std::string output = w.Output();
@@ -564,28 +422,9 @@ TEST(ShmTransportProcessTest, RanksOnDifferentHostsAreRejected) {
 }
 
 TEST(ShmTransportProcessTest, KilledProcessFailsTheOthersNamingIt) {
-  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
-  ASSERT_NE(server, nullptr);
-  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "until_failure");
-  TcpStoreOptions options;
-  options.host = "127.0.0.1";
-  options.port = server->port();
-  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
-  ASSERT_TRUE(store.ok()) << store.status();
-  absl::Status ready = (*store)->Wait({"round2/0", "round2/1", "round2/2", "round2/3"}, kLong);
-  EXPECT_TRUE(ready.ok()) << ready;
-  absl::Time killed = absl::Now();
-  ASSERT_EQ(kill(workers[3].pid, SIGKILL), 0);
-  WaitForWorkerProcesses(workers, absl::Seconds(120));
-  EXPECT_EQ(workers[3].exit_code, 128 + SIGKILL);
-  for (int rank = 0; rank < 3; ++rank) {
-    const WorkerProcess& w = workers[rank];
-    std::string output = w.Output();
-    EXPECT_EQ(w.exit_code, 3) << output;
-    EXPECT_LT(w.exited - killed, absl::Seconds(5)) << output;
-    EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
-    EXPECT_TRUE(absl::StrContains(output, absl::StrCat("rank 3 (pid ", workers[3].pid))) << output;
-  }
+  std::vector<WorkerProcess> workers = ExpectKilledProcessNamed(
+      kWorkerFlag, "until_failure", absl::Seconds(5),
+      [](const WorkerProcess& victim) { return absl::StrCat("rank 3 (pid ", victim.pid); });
   EXPECT_TRUE(LeftoverSegments(workers).empty()) << LeftoverSegments(workers)[0];
 }
 

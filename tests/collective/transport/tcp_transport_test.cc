@@ -29,6 +29,7 @@
 #include "paddle/collective/transport/tcp/tcp_socket.h"
 #include "paddle/collective/transport/tcp/tcp_wire.h"
 #include "paddle/core/logging.h"
+#include "tests/collective/transport/transport_conformance.h"
 #include "tests/collective/transport/transport_test_harness.h"
 
 namespace paddle {
@@ -118,104 +119,19 @@ TEST_P(TcpTransportWorldTest, PingPongWithEveryRank) {
 }
 
 TEST_P(TcpTransportWorldTest, EveryPairExchangesEverySizeExactly) {
-  const std::vector<size_t> sizes = {0, 1, 4095, (1 << 20) + 3, kLargeBytes};
   const int world = GetParam();
-  for (int rank = 0; rank < world; ++rank) {
-    for (size_t i = 0; i < sizes.size(); ++i) Payload(rank, i, sizes[i]);  // before the clock runs
-  }
-  RunRanks(world, [&](RankContext& ctx) {
-    std::vector<std::vector<char>> got(sizes.size());
-    for (size_t i = 0; i < sizes.size(); ++i) got[i].resize(sizes[i]);
-    // Round k: send to rank + k, receive from rank - k, so each link carries one round each way.
-    for (int k = 1; k < world; ++k) {
-      Channel& to = ctx.t().channel((ctx.rank + k) % world);
-      Channel& from = ctx.t().channel((ctx.rank - k + world) % world);
-      std::vector<std::unique_ptr<TransportRequest>> requests;
-      auto post_receives = [&] {
-        for (size_t i = 0; i < sizes.size(); ++i) {
-          requests.push_back(from.Recv(got[i].data(), sizes[i], k * 16 + i));
-        }
-      };
-      auto post_sends = [&] {
-        for (size_t i = 0; i < sizes.size(); ++i) {
-          requests.push_back(to.Send(Payload(ctx.rank, i, sizes[i]).data(), sizes[i], k * 16 + i));
-        }
-      };
-      // Odd rounds post receives first (read in place); even rounds send first, so messages may
-      // arrive before their receive (buffered, then copied or claimed mid-arrival).
-      if (k % 2 == 1) {
-        post_receives();
-        post_sends();
-      } else {
-        post_sends();
-        post_receives();
-      }
-      for (auto& request : requests) ASSERT_OK(WaitLong(*request));
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        EXPECT_EQ(Mismatch(got[i], from.peer(), i), "") << "round " << k;
-      }
-    }
-  });
+  ExpectEveryPairExchangesEverySize(world, {0, 1, 4095, (1 << 20) + 3, kLargeBytes},
+                                    [&](const auto& body) { RunRanks(world, body); });
 }
 
 // ---- Matching ----------------------------------------------------------------------------------
 
 TEST(TcpTransportTest, MessagesWithOneTagArriveInOrder) {
-  constexpr int kMessages = 300;
-  auto size = [](int i) { return static_cast<size_t>((i * 7919) % 20000); };
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    if (ctx.rank == 0) {
-      ctx.barrier->Wait();  // the first half of the receives are posted
-      std::vector<std::unique_ptr<TransportRequest>> sends;
-      for (int i = 0; i < kMessages; ++i) {
-        sends.push_back(ch.Send(Payload(0, i, size(i)).data(), size(i), 7));
-      }
-      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
-      ctx.barrier->Wait();
-      return;
-    }
-    std::vector<std::vector<char>> got(kMessages);
-    std::vector<std::unique_ptr<TransportRequest>> recvs;
-    for (int i = 0; i < kMessages; ++i) {
-      if (i == kMessages / 2) {
-        ctx.barrier->Wait();  // let the sender go ...
-        ctx.barrier->Wait();  // ... and finish, so the rest arrive unexpected
-      }
-      got[i].resize(size(i));
-      recvs.push_back(ch.Recv(got[i].data(), size(i), 7));
-    }
-    for (int i = 0; i < kMessages; ++i) {
-      ASSERT_OK(WaitLong(*recvs[i]));
-      ASSERT_EQ(Mismatch(got[i], 0, i), "") << "message " << i;
-    }
-  });
+  ExpectOneTagArrivesInOrder([](const auto& body) { RunRanks(2, body); }, 300, 20000);
 }
 
 TEST(TcpTransportTest, DifferentTagsMatchOutOfOrder) {
-  constexpr int kTags = 16;
-  auto size = [](int tag) { return static_cast<size_t>(tag * 3001 + 1); };
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    if (ctx.rank == 0) {
-      ctx.barrier->Wait();
-      for (int tag = 0; tag < kTags; ++tag) {
-        ASSERT_OK(WaitLong(*ch.Send(Payload(0, tag, size(tag)).data(), size(tag), tag)));
-      }
-      return;
-    }
-    std::vector<std::vector<char>> got(kTags);
-    for (int tag = 0; tag < kTags; ++tag) got[tag].resize(size(tag));
-    // The last tag is posted before anything is sent; the others afterwards, in reverse.
-    auto last = ch.Recv(got[kTags - 1].data(), size(kTags - 1), kTags - 1);
-    ctx.barrier->Wait();
-    for (int tag = kTags - 2; tag >= 0; --tag) {
-      ASSERT_OK(WaitLong(*ch.Recv(got[tag].data(), size(tag), tag)));
-      EXPECT_EQ(Mismatch(got[tag], 0, tag), "");
-    }
-    ASSERT_OK(WaitLong(*last));
-    EXPECT_EQ(Mismatch(got[kTags - 1], 0, kTags - 1), "");
-  });
+  ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 3001);
 }
 
 TEST(TcpTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
@@ -567,125 +483,17 @@ TEST(TcpTransportTest, MissingPeerTimesOutNamingIt) {
 
 // ---- Real processes ----------------------------------------------------------------------------
 
-// Starts this binary as `world` workers (rank 0..world-1) in `mode`, with the store at
-// 127.0.0.1:`port`.
-std::vector<WorkerProcess> StartWorkers(int world, int port, const std::string& mode) {
-  std::vector<std::vector<std::string>> args;
-  for (int rank = 0; rank < world; ++rank) {
-    args.push_back(
-        {kWorkerFlag, absl::StrCat(port), absl::StrCat(rank), absl::StrCat(world), mode});
-  }
-  return StartWorkerProcesses(args);
-}
-
-std::unique_ptr<TcpStoreServer> StartStoreServer() {
-  TcpStoreServerOptions options;
-  options.host = "127.0.0.1";
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(*server) : nullptr;
-}
-
-constexpr size_t kProcessMessageBytes = (16 << 20) + 7;
-
-// One worker process: all-pairs exchanges of large messages. "exchange": three rounds, checked,
-// then a store barrier (so nobody closes links another still reads) and exit 0. "until_failure":
-// rounds until a request fails, publishing round/<rank> after round 2; exits 3 on the failure.
 int RunWorker(int port, int rank, int world, const std::string& mode) {
-  SetLogRank(rank, world);
-  TcpStoreOptions store_options;
-  store_options.host = "127.0.0.1";
-  store_options.port = port;
-  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
-  if (!store.ok()) {
-    std::printf("WORKER_ERROR store: %s\n", store.status().ToString().c_str());
-    return 2;
-  }
-  std::shared_ptr<Store> shared(std::move(*store));
-  TransportOptions options;
-  options.rank = rank;
-  options.world_size = world;
-  options.store = shared;
-  options.store_prefix = mode;
-  options.interface_name = "127.0.0.1";
-  options.connect_timeout = kLong;
-  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTcpTransport(options);
-  if (!transport.ok()) {
-    std::printf("WORKER_ERROR transport: %s\n", transport.status().ToString().c_str());
-    return 2;
-  }
-  Transport& t = **transport;
-  const size_t bytes = kProcessMessageBytes;
-  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
-  const int rounds = mode == "exchange" ? 3 : 100000;
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<std::unique_ptr<TransportRequest>> requests;
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
-      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
-      requests.push_back(
-          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
-    }
-    for (auto& request : requests) {
-      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
-      if (!status.ok()) {
-        std::printf("WORKER_FAILED rank=%d round=%d: %s\n", rank, round, status.ToString().c_str());
-        return 3;
-      }
-    }
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
-      std::string bad = Mismatch(got[peer], peer, round % 2);
-      if (!bad.empty()) {
-        std::printf("WORKER_ERROR %s\n", bad.c_str());
-        return 4;
-      }
-    }
-    if (round == 2 && mode == "until_failure") {
-      absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
-      if (!s.ok()) return 5;
-    }
-  }
-  absl::Status done = StoreBarrier(*shared, "done", rank, world, kLong);
-  std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
-  return done.ok() ? 0 : 6;
+  return RunExchangeWorker(port, rank, world, mode, CreateTcpTransport, (16 << 20) + 7, mode);
 }
 
 TEST(TcpTransportProcessTest, FourProcessesExchangeLargeMessages) {
-  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
-  ASSERT_NE(server, nullptr);
-  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "exchange");
-  WaitForWorkerProcesses(workers, absl::Seconds(240));
-  for (const WorkerProcess& w : workers) {
-    EXPECT_EQ(w.exit_code, 0) << w.Output();
-    EXPECT_TRUE(absl::StrContains(w.Output(), "WORKER_OK")) << w.Output();
-  }
+  ExpectProcessesExchange(kWorkerFlag, "exchange");
 }
 
 TEST(TcpTransportProcessTest, KilledProcessFailsTheOthersNamingIt) {
-  std::unique_ptr<TcpStoreServer> server = StartStoreServer();
-  ASSERT_NE(server, nullptr);
-  std::vector<WorkerProcess> workers = StartWorkers(4, server->port(), "until_failure");
-  TcpStoreOptions options;
-  options.host = "127.0.0.1";
-  options.port = server->port();
-  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
-  ASSERT_TRUE(store.ok()) << store.status();
-  absl::Status ready = (*store)->Wait({"round2/0", "round2/1", "round2/2", "round2/3"}, kLong);
-  EXPECT_TRUE(ready.ok()) << ready;
-  // Everyone is streaming 16 MiB messages to everyone: rank 3 dies mid-transfer.
-  absl::Time killed = absl::Now();
-  ASSERT_EQ(kill(workers[3].pid, SIGKILL), 0);
-  WaitForWorkerProcesses(workers, absl::Seconds(120));
-  EXPECT_EQ(workers[3].exit_code, 128 + SIGKILL);
-  for (int rank = 0; rank < 3; ++rank) {
-    const WorkerProcess& w = workers[rank];
-    std::string output = w.Output();
-    EXPECT_EQ(w.exit_code, 3) << output;
-    EXPECT_LT(w.exited - killed, absl::Seconds(10)) << output;
-    EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
-    EXPECT_TRUE(absl::StrContains(output, "rank 3 (127.0.0.1:")) << output;
-  }
+  ExpectKilledProcessNamed(kWorkerFlag, "until_failure", absl::Seconds(10),
+                           [](const WorkerProcess&) { return std::string("rank 3 (127.0.0.1:"); });
 }
 
 }  // namespace

@@ -1,0 +1,237 @@
+// The shared transport checks; see transport_conformance.h.
+#include "tests/collective/transport/transport_conformance.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "paddle/collective/rendezvous/store_barrier.h"
+#include "paddle/collective/store/tcp_store.h"
+#include "paddle/core/logging.h"
+
+namespace paddle {
+
+void ExpectEveryPairExchangesEverySize(int world, const std::vector<size_t>& sizes,
+                                       const RankRunner& run) {
+  for (int rank = 0; rank < world; ++rank) {
+    for (size_t i = 0; i < sizes.size(); ++i) Payload(rank, i, sizes[i]);  // before the clock runs
+  }
+  run([&](RankContext& ctx) {
+    std::vector<std::vector<char>> got(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) got[i].resize(sizes[i]);
+    for (int k = 1; k < world; ++k) {
+      Channel& to = ctx.t().channel((ctx.rank + k) % world);
+      Channel& from = ctx.t().channel((ctx.rank - k + world) % world);
+      std::vector<std::unique_ptr<TransportRequest>> requests;
+      auto post_receives = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(from.Recv(got[i].data(), sizes[i], k * 16 + i));
+        }
+      };
+      auto post_sends = [&] {
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          requests.push_back(to.Send(Payload(ctx.rank, i, sizes[i]).data(), sizes[i], k * 16 + i));
+        }
+      };
+      if (k % 2 == 1) {
+        post_receives();
+        post_sends();
+      } else {
+        post_sends();
+        post_receives();
+      }
+      for (auto& request : requests) ASSERT_OK(WaitLong(*request));
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(Mismatch(got[i], from.peer(), i), "") << "round " << k << " size " << sizes[i];
+      }
+    }
+  });
+}
+
+void ExpectOneTagArrivesInOrder(const RankRunner& run, int messages, size_t size_modulus) {
+  auto size = [size_modulus](int i) { return static_cast<size_t>(i * 7919) % size_modulus; };
+  run([&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();  // the first half of the receives are posted
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int i = 0; i < messages; ++i) {
+        sends.push_back(ch.Send(Payload(0, i, size(i)).data(), size(i), 7));
+      }
+      ctx.barrier->Wait();
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      return;
+    }
+    std::vector<std::vector<char>> got(messages);
+    std::vector<std::unique_ptr<TransportRequest>> recvs;
+    for (int i = 0; i < messages; ++i) {
+      if (i == messages / 2) {
+        ctx.barrier->Wait();  // let the sender go ...
+        absl::SleepFor(absl::Milliseconds(20));
+        ctx.barrier->Wait();  // ... so the rest arrive unexpected
+      }
+      got[i].resize(size(i));
+      recvs.push_back(ch.Recv(got[i].data(), size(i), 7));
+    }
+    for (int i = 0; i < messages; ++i) {
+      ASSERT_OK(WaitLong(*recvs[i]));
+      ASSERT_EQ(Mismatch(got[i], 0, i), "") << "message " << i;
+    }
+  });
+}
+
+void ExpectDifferentTagsMatchOutOfOrder(const RankRunner& run, size_t size_step) {
+  constexpr int kTags = 16;
+  auto size = [size_step](int tag) { return static_cast<size_t>(tag) * size_step + 1; };
+  run([&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      ctx.barrier->Wait();
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int tag = 0; tag < kTags; ++tag) {
+        sends.push_back(ch.Send(Payload(0, tag, size(tag)).data(), size(tag), tag));
+      }
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      return;
+    }
+    std::vector<std::vector<char>> got(kTags);
+    for (int tag = 0; tag < kTags; ++tag) got[tag].resize(size(tag));
+    auto last = ch.Recv(got[kTags - 1].data(), size(kTags - 1), kTags - 1);
+    ctx.barrier->Wait();
+    for (int tag = kTags - 2; tag >= 0; --tag) {
+      ASSERT_OK(WaitLong(*ch.Recv(got[tag].data(), size(tag), tag)));
+      EXPECT_EQ(Mismatch(got[tag], 0, tag), "");
+    }
+    ASSERT_OK(WaitLong(*last));
+    EXPECT_EQ(Mismatch(got[kTags - 1], 0, kTags - 1), "");
+  });
+}
+
+std::vector<WorkerProcess> ExpectProcessesExchange(const char* flag, const std::string& mode) {
+  std::unique_ptr<TcpStoreServer> server = StartLoopbackStoreServer();
+  if (server == nullptr) return {};
+  std::vector<WorkerProcess> workers = StartExchangeWorkers(flag, 4, server->port(), mode);
+  WaitForWorkerProcesses(workers, absl::Seconds(240));
+  for (const WorkerProcess& w : workers) {
+    EXPECT_EQ(w.exit_code, 0) << w.Output();
+    EXPECT_TRUE(absl::StrContains(w.Output(), "WORKER_OK")) << w.Output();
+  }
+  return workers;
+}
+
+std::vector<WorkerProcess> ExpectKilledProcessNamed(
+    const char* flag, const std::string& mode, absl::Duration limit,
+    const std::function<std::string(const WorkerProcess& victim)>& culprit) {
+  std::unique_ptr<TcpStoreServer> server = StartLoopbackStoreServer();
+  if (server == nullptr) return {};
+  std::vector<WorkerProcess> workers = StartExchangeWorkers(flag, 4, server->port(), mode);
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = server->port();
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return workers;
+  absl::Status ready = (*store)->Wait({"round2/0", "round2/1", "round2/2", "round2/3"}, kLongWait);
+  EXPECT_TRUE(ready.ok()) << ready;
+  // Everyone is streaming large messages to everyone: rank 3 dies mid-transfer.
+  const absl::Time killed = absl::Now();
+  EXPECT_EQ(kill(workers[3].pid, SIGKILL), 0);
+  WaitForWorkerProcesses(workers, absl::Seconds(120));
+  EXPECT_EQ(workers[3].exit_code, 128 + SIGKILL);
+  const std::string name = culprit(workers[3]);
+  for (int rank = 0; rank < 3; ++rank) {
+    const WorkerProcess& w = workers[rank];
+    const std::string output = w.Output();
+    EXPECT_EQ(w.exit_code, 3) << output;
+    EXPECT_LT(w.exited - killed, limit) << output;
+    EXPECT_TRUE(absl::StrContains(output, "WORKER_FAILED")) << output;
+    EXPECT_TRUE(absl::StrContains(output, name)) << name << " not in " << output;
+  }
+  return workers;
+}
+
+std::unique_ptr<TcpStoreServer> StartLoopbackStoreServer() {
+  TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+std::vector<WorkerProcess> StartExchangeWorkers(const char* flag, int world, int port,
+                                                const std::string& mode) {
+  std::vector<std::vector<std::string>> args;
+  for (int rank = 0; rank < world; ++rank) {
+    args.push_back({flag, absl::StrCat(port), absl::StrCat(rank), absl::StrCat(world), mode});
+  }
+  return StartWorkerProcesses(args);
+}
+
+int RunExchangeWorker(int port, int rank, int world, const std::string& mode,
+                      const TransportFactory& factory, size_t bytes,
+                      const std::string& store_prefix) {
+  SetLogRank(rank, world);
+  TcpStoreOptions store_options;
+  store_options.host = "127.0.0.1";
+  store_options.port = port;
+  absl::StatusOr<std::unique_ptr<TcpStore>> store = TcpStore::Connect(store_options);
+  if (!store.ok()) {
+    std::printf("WORKER_ERROR store: %s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<Store> shared(std::move(*store));
+  TransportOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.store = shared;
+  options.store_prefix = store_prefix;
+  options.interface_name = "127.0.0.1";
+  options.connect_timeout = kLongWait;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = factory(options);
+  if (!transport.ok()) {
+    std::printf("WORKER_ERROR transport: %s\n", transport.status().ToString().c_str());
+    return 2;
+  }
+  Transport& t = **transport;
+  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
+  const int rounds = mode == "until_failure" ? 100000 : 3;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<TransportRequest>> requests;
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
+      requests.push_back(
+          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
+    }
+    for (auto& request : requests) {
+      absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
+      if (!status.ok()) {
+        std::printf("WORKER_FAILED rank=%d round=%d: %s\n", rank, round, status.ToString().c_str());
+        return 3;
+      }
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      std::string bad = Mismatch(got[peer], peer, round % 2);
+      if (!bad.empty()) {
+        std::printf("WORKER_ERROR %s\n", bad.c_str());
+        return 4;
+      }
+    }
+    if (round == 2 && mode == "until_failure") {
+      absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
+      if (!s.ok()) return 5;
+    }
+  }
+  absl::Status done = StoreBarrier(*shared, "done", rank, world, kLongWait);
+  std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
+  return done.ok() ? 0 : 6;
+}
+
+}  // namespace paddle
