@@ -432,24 +432,10 @@ TEST(ShmTransportProcessTest, KilledProcessFailsTheOthersNamingIt) {
 }  // namespace paddle
 
 // See the same suppressions in tcp_transport_test.cc (Note [Locks and ThreadSanitizer]).
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:paddle::HashStore::\n"
-         "race:paddle::TcpStore::\n"
-         "race:paddle::TcpStoreServer::\n"
-         "race:absl::*Status::UnrefNonInlined\n";
-}
-
 int main(int argc, char** argv) {
-  if (argc == 6 && std::strcmp(argv[1], paddle::kWorkerFlag) == 0) {
-    int port = 0, rank = 0, world = 0;
-    if (!absl::SimpleAtoi(argv[2], &port) || !absl::SimpleAtoi(argv[3], &rank) ||
-        !absl::SimpleAtoi(argv[4], &world)) {
-      return 2;
-    }
-    int code = paddle::RunWorker(port, rank, world, argv[5]);
-    std::fflush(stdout);
-    return code;
-  }
+  const int worker =
+      paddle::MaybeRunExchangeWorker(argc, argv, paddle::kWorkerFlag, paddle::RunWorker);
+  if (worker >= 0) return worker;
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

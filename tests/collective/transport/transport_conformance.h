@@ -27,6 +27,14 @@ using RankRunner = std::function<void(const std::function<void(RankContext&)>& b
 void ExpectEveryPairExchangesEverySize(int world, const std::vector<size_t>& sizes,
                                        const RankRunner& run);
 
+// If argv is `flag PORT RANK WORLD MODE` (how StartExchangeWorkers starts this binary), runs
+// `worker` with those values and returns its exit code (2 for malformed numbers); else -1, and
+// the caller runs the tests.
+using ExchangeWorkerMain =
+    std::function<int(int port, int rank, int world, const std::string& mode)>;
+int MaybeRunExchangeWorker(int argc, char** argv, const char* flag,
+                           const ExchangeWorkerMain& worker);
+
 // Rank 0 sends `messages` messages of one tag (sizes (i x 7919) mod `size_modulus`); rank 1
 // posts half of its receives before they are sent and half after they arrived: all arrive in
 // order, byte for byte. The sender waits for its sends only after both halves are posted, so
