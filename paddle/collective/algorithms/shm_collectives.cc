@@ -385,7 +385,7 @@ absl::Status PipelinedHierarchicalAllreduce(const AlgorithmContext& ctx, NodeWor
   {
     CrossHostWorker worker;
     auto gather = [&](int64_t k) -> absl::Status {
-      const absl::Status cross_status = worker.WaitFor(static_cast<size_t>(k));
+      absl::Status cross_status = worker.WaitFor(static_cast<size_t>(k));
       if (!cross_status.ok()) {
         ws.Abort(cross_status);
         return cross_status;
