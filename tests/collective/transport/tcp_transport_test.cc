@@ -223,7 +223,12 @@ TEST(TcpTransportTest, DestroyedPeerFailsEveryPendingRequestNamingIt) {
     if (ctx.rank == 2) {
       ctx.barrier->Wait();  // the others have posted their receives
       auto send = ctx.t().channel(0).Send(Payload(2, 0, big).data(), big, 9);
+      // A receive nobody will satisfy: the transport is destroyed with work pending, which is a
+      // failure for its peers even if the send above happens to have gone out in full (Note
+      // [Graceful close]: only an idle transport leaves cleanly).
+      auto never = ctx.t().channel(1).Recv(small.data(), 16, 99);
       ctx.transport.reset();  // mid-transfer
+      EXPECT_FALSE(WaitLong(*never).ok());
       absl::Status status = WaitLong(*send);
       EXPECT_TRUE(absl::IsCancelled(status) || status.ok()) << status;
       return;

@@ -558,13 +558,26 @@ void TcpChannel::SendAbortFrame(const absl::Status& cause) {
 // each other: with three ranks in a ring allgather, the last rank to receive its final block
 // exits while the other two still exchange theirs. Failing the survivors' whole transport then
 // (as for a crash) turned a clean exit into an error on ranks that no longer needed the leaver.
-// So a healthy transport's destructor first sends a close frame on every link with no send in
-// flight. A peer that reads it fails only this channel, and only what it still has pending with
-// the leaver: posted receives and queued sends fail with a status naming the leaver (and the
-// algorithm that waits on them then aborts the transport as usual; the leaver gets no abort
-// frame back, as it is not the one that failed), complete messages that
-// arrived before the frame stay receivable, and the other channels go on. A crash, a kill or an
-// Abort sends no close frame (or an abort frame first), so those still poison the transport.
+// So the destructor of a healthy transport with nothing pending (no send queued, no receive
+// posted or being filled: the rank finished its work) first sends a close frame on every link; a
+// transport destroyed with requests pending is not a clean leave and aborts as before. A peer
+// that reads the frame fails only this channel, and only what it still has pending with the
+// leaver: posted receives and queued sends fail with a status naming the leaver (and the
+// algorithm that waits on them then aborts the transport as usual; the leaver gets no abort frame
+// back, as it is not the one that failed), complete messages that arrived before the frame stay
+// receivable, and the other channels go on. A crash, a kill or an Abort sends no close frame (or
+// an abort frame first), so those still poison the transport.
+bool TcpChannel::Idle() {
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (!send_queue_.empty()) return false;
+  }
+  // The reader role first, then recv_mu_: the order Fail() takes them in.
+  std::lock_guard<std::mutex> reader(reader_->mu);
+  std::lock_guard<std::mutex> lock(recv_mu_);
+  return posted_.empty() && in_.op == nullptr;
+}
+
 void TcpChannel::SendCloseFrame() {
   std::lock_guard<std::mutex> lock(send_mu_);
   if (send_closed_ || !send_queue_.empty()) return;

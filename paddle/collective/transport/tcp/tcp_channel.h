@@ -91,6 +91,8 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // Note [Graceful close]: sends the close frame if no send is in flight. Any thread, before the
   // transport fails its channels on destruction.
   void SendCloseFrame();
+  // No send queued and no receive posted or being filled. Any thread.
+  bool Idle();
   // Fail(cause), keeping complete unexpected messages receivable when `graceful`.
   void Fail(const absl::Status& cause, bool graceful);
 

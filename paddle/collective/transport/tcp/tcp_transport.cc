@@ -104,7 +104,11 @@ TcpTransport::~TcpTransport() {
     // Note [Graceful close] in tcp_channel.cc: a healthy transport says goodbye first. The
     // frames go out from FailAll, on the loop thread, after this transport is marked poisoned,
     // so whatever the peers answer cannot replace the cause below.
-    close_gracefully_.store(PoisonCause().ok());
+    bool idle = true;
+    for (auto& channel : channels_) {
+      if (channel != nullptr && !channel->Idle()) idle = false;
+    }
+    close_gracefully_.store(idle && PoisonCause().ok());
     Abort(absl::CancelledError(
         absl::StrCat("the transport of rank ", rank_, "/", world_size_, " was destroyed")));
     loop_->Stop();  // runs the FailAll() just posted, then joins

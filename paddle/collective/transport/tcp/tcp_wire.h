@@ -23,7 +23,7 @@
 // the payload (at most kMaxAbortBytes) the cause's text, so the peer can report the rank that
 // really failed instead of blaming the rank that merely passed the failure on.
 // Flags kCloseFlag (no payload) is the first frame a healthy transport sends when it is destroyed
-// with no send in flight: the peer keeps what has already arrived (receives may still take it)
+// with nothing pending: the peer keeps what has already arrived (receives may still take it)
 // and fails only what it still expects from or sends to this rank, without poisoning its own
 // transport (Note [Graceful close] in tcp_channel.cc).
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_WIRE_H_
