@@ -367,7 +367,8 @@ absl::Status ShmChannel::ReadCma(ShmOp& op, uint64_t address, uint64_t id) {
         .Rank(link_->rank, link_->world_size)
         .Peer(link_->peer, link_->peer_address)
         .Bytes(static_cast<int64_t>(op.bytes))
-        .Hint(absl::StrCat("rank ", link_->peer, " may have exited, or set ", kShmCmaEnvVar,
+        .Hint(absl::StrCat("rank ", link_->peer, " (", link_->peer_address,
+                           ") may have exited or been killed (see its log), or set ", kShmCmaEnvVar,
                            "=0 if this kernel forbids cross-memory attach"))
         .Wrap(Annotate(read, absl::StrCat(op.Describe(*link_), ": reading the message with CMA")));
   }
