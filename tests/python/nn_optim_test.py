@@ -113,7 +113,7 @@ def test_layers_models_and_state_dict_round_trip(tmp_path):
         nn.make_model("vgg")
 
 
-@pytest.mark.skipif(not os.path.isdir(DATA), reason="needs dataset-fashion-mnist")
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="needs Debian's dataset-fashion-mnist (tools/install-deps installs it; runs in tools/test and CI)")
 def test_data_loader_and_sampler():
     train = paddle.data.FashionMNIST("train").head(1000)
     assert len(train) == 1000 and train.images.shape == (1000, 1, 28, 28)
@@ -132,7 +132,7 @@ def test_data_loader_and_sampler():
         paddle.data.FashionMNIST("train", root="/nonexistent")
 
 
-@pytest.mark.skipif(not os.path.isdir(DATA), reason="needs dataset-fashion-mnist")
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="needs Debian's dataset-fashion-mnist (tools/install-deps installs it; runs in tools/test and CI)")
 def test_example_reaches_accuracy():
     out = subprocess.run([sys.executable, EXAMPLE, "--model=mlp", "--epochs=2",
                           "--train-samples=6000", "--test-samples=2000", "--threads=2"],
