@@ -7,7 +7,10 @@
 // The benchmark starts --nproc workers itself (this binary re-executed with --worker), which
 // rendezvous through a TcpStoreServer it hosts on loopback, sweep the sizes by powers of two and
 // check every element of every result (sweep_worker.h). It prints the nccl-tests columns: size,
-// count, type, time (us), algbw and busbw (GB/s, report.h), #wrong.
+// count, type, time (us), algbw and busbw (GB/s, report.h), #wrong, and the median and slowest
+// single operation. --iters and --warmup count the runs of each size from 64 KiB up; smaller
+// sizes run up to 16x more (IterationsFor in bench_inputs.h), so a single stall does not decide a
+// microsecond-scale mean.
 //
 // --peers (allreduce only) runs the same sweep, the same sizes, iterations and blocking calls,
 // through PyTorch's gloo backend (bench/peers/torch_allreduce.py, N python3 processes, env://)

@@ -95,6 +95,14 @@ bool ParseBenchOp(absl::string_view name, BenchOp* op) {
   return false;
 }
 
+int IterationsFor(int iters, int64_t bytes) {
+  constexpr int64_t kFullBytes = 64 << 10;
+  constexpr int64_t kMaxFactor = 16;
+  const int64_t factor =
+      bytes <= 0 ? kMaxFactor : std::clamp<int64_t>(kFullBytes / bytes, 1, kMaxFactor);
+  return static_cast<int>(iters * factor);
+}
+
 void FillInput(DType dtype, uint64_t seed, int rank, int64_t begin, int64_t count, void* dst) {
   std::vector<uint32_t> words(static_cast<size_t>(std::min(count, kChunk)));
   for (int64_t done = 0; done < count; done += kChunk) {

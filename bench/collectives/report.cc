@@ -51,6 +51,8 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
   struct Size {
     int64_t count = 0;
     double max_time_us = 0;
+    double max_p50_us = 0;
+    double max_max_us = 0;
     int64_t wrong = 0;
     std::set<int> ranks;
   };
@@ -58,10 +60,10 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
   for (const std::string& output : outputs) {
     for (absl::string_view line : absl::StrSplit(output, '\n')) {
       if (!absl::ConsumePrefix(&line, "ROW ")) continue;
-      std::string rank, bytes, count, time_us, wrong;
+      std::string rank, bytes, count, time_us, wrong, p50_us, max_us;
       int r = 0;
       int64_t b = 0, c = 0, w = 0;
-      double t = 0;
+      double t = 0, p50 = 0, slowest = 0;
       if (!Field(line, "rank", &rank) || !Field(line, "bytes", &bytes) ||
           !Field(line, "count", &count) || !Field(line, "time_us", &time_us) ||
           !Field(line, "wrong", &wrong) || !absl::SimpleAtoi(rank, &r) ||
@@ -69,9 +71,16 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
           !absl::SimpleAtod(time_us, &t) || !absl::SimpleAtoi(wrong, &w)) {
         return absl::InvalidArgumentError(absl::StrCat("malformed result line: ", line));
       }
+      // The per-operation figures are optional (older peers print only the mean).
+      if ((Field(line, "p50_us", &p50_us) && !absl::SimpleAtod(p50_us, &p50)) ||
+          (Field(line, "max_us", &max_us) && !absl::SimpleAtod(max_us, &slowest))) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed result line: ", line));
+      }
       Size& size = sizes[b];
       size.count = c;
       size.max_time_us = std::max(size.max_time_us, t);
+      size.max_p50_us = std::max(size.max_p50_us, p50);
+      size.max_max_us = std::max(size.max_max_us, slowest);
       size.wrong += w;
       size.ranks.insert(r);
     }
@@ -86,6 +95,8 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
     row.bytes = bytes;
     row.count = size.count;
     row.time_us = size.max_time_us;
+    row.p50_us = size.max_p50_us;
+    row.max_us = size.max_max_us;
     row.wrong = size.wrong;
     row.algbw_gbs = row.time_us > 0 ? static_cast<double>(bytes) / (row.time_us * 1e3) : 0;
     row.busbw_gbs = row.algbw_gbs * BusBandwidthFactor(op, like.nproc);
@@ -97,13 +108,13 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
 
 void PrintTable(std::FILE* out, const std::string& title, const std::vector<Row>& rows) {
   std::fprintf(out, "# %s\n", title.c_str());
-  std::fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)",
-               "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  std::fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s %10s %10s\n", "size(B)", "count", "type",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "p50(us)", "max(us)");
   for (const Row& row : rows) {
-    std::fprintf(out, " %12lld %12lld %9s %11.1f %11.3f %11.3f %8lld\n",
+    std::fprintf(out, " %12lld %12lld %9s %11.1f %11.3f %11.3f %8lld %10.1f %10.1f\n",
                  static_cast<long long>(row.bytes), static_cast<long long>(row.count),
                  row.dtype.c_str(), row.time_us, row.algbw_gbs, row.busbw_gbs,
-                 static_cast<long long>(row.wrong));
+                 static_cast<long long>(row.wrong), row.p50_us, row.max_us);
   }
   std::fflush(out);
 }
@@ -149,10 +160,12 @@ absl::Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
     std::fprintf(f,
                  "  {\"op\": \"%s\", \"backend\": \"%s\", \"algo\": \"%s\", \"transport\": \"%s\", "
                  "\"nproc\": %d, \"bytes\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, "
+                 "\"p50_us\": %.3f, \"max_us\": %.3f, "
                  "\"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": %lld}%s\n",
                  r.op.c_str(), r.backend.c_str(), r.algo.c_str(), r.transport.c_str(), r.nproc,
-                 static_cast<long long>(r.bytes), r.dtype.c_str(), r.time_us, r.algbw_gbs,
-                 r.busbw_gbs, static_cast<long long>(r.wrong), i + 1 < rows.size() ? "," : "");
+                 static_cast<long long>(r.bytes), r.dtype.c_str(), r.time_us, r.p50_us, r.max_us,
+                 r.algbw_gbs, r.busbw_gbs, static_cast<long long>(r.wrong),
+                 i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "]\n");
   if (std::fclose(f) != 0) return absl::UnavailableError(absl::StrCat("writing ", path, " failed"));

@@ -2,9 +2,11 @@
 // prints them, written as JSON, and compared between implementations.
 //
 // Every implementation (our workers, the PyTorch peer, the MPI peer) prints one line per size and
-// rank, "ROW rank=R bytes=B count=C time_us=T wrong=W", T being that rank's mean time per
-// operation. A table row takes the slowest rank's time (an operation is done when its last rank
-// is) and the sum of the ranks' wrong elements.
+// rank, "ROW rank=R bytes=B count=C time_us=T p50_us=P max_us=M wrong=W", T being that rank's
+// mean time per operation, P its median and M its slowest single operation. A table row takes the
+// slowest rank's times (an operation is done when its last rank is) and the sum of the ranks'
+// wrong elements. The mean gives the bandwidth columns, as in nccl-tests; the median and maximum
+// show whether a slow mean is every operation or a few stalls.
 //   algbw = bytes / time (GB/s, 1e9 bytes)
 //   busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce_scatter, 1 for
 //           broadcast: the bandwidth each rank's link must sustain, comparable across n
@@ -32,8 +34,10 @@ struct Row {
   int nproc = 0;
   int64_t bytes = 0;
   int64_t count = 0;
-  std::string dtype;  // "float32"
-  double time_us = 0;
+  std::string dtype;   // "float32"
+  double time_us = 0;  // mean
+  double p50_us = 0;   // median operation
+  double max_us = 0;   // slowest operation
   double algbw_gbs = 0;
   double busbw_gbs = 0;
   int64_t wrong = 0;

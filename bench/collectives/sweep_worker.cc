@@ -1,9 +1,11 @@
 // The benchmark's worker: one rank of our own backend running the size sweep.
 #include "bench/collectives/sweep_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "paddle/collective/communicator.h"
@@ -58,20 +60,33 @@ absl::Status RunSize(const SweepConfig& config, int rank, Communicator& comm, in
     FillInput(config.dtype, config.seed, rank, 0, b.input.numel(), b.input.data());
   };
   fill();
-  for (int i = 0; i < config.warmup; ++i) RETURN_IF_ERROR(RunOnce(config, comm, b));
+  const int64_t bytes = count * static_cast<int64_t>(DTypeSize(config.dtype));
+  const int iters = IterationsFor(config.iters, bytes);
+  const int warmup = IterationsFor(config.warmup, bytes);
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(RunOnce(config, comm, b));
   RETURN_IF_ERROR(comm.Barrier()->Wait());
+  // Each iteration is timed too: the mean (what nccl-tests reports) hides whether every
+  // operation is a little slow or one in many stalls; the median and the maximum tell them apart.
+  std::vector<double> iteration_us(std::max(iters, 0));
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < config.iters; ++i) RETURN_IF_ERROR(RunOnce(config, comm, b));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto last = start;
+  for (int i = 0; i < iters; ++i) {
+    RETURN_IF_ERROR(RunOnce(config, comm, b));
+    const auto now = std::chrono::steady_clock::now();
+    iteration_us[i] = std::chrono::duration<double, std::micro>(now - last).count();
+    last = now;
+  }
+  const double seconds = std::chrono::duration<double>(last - start).count();
+  std::sort(iteration_us.begin(), iteration_us.end());
+  const double p50_us = iteration_us.empty() ? 0 : iteration_us[iteration_us.size() / 2];
+  const double max_us = iteration_us.empty() ? 0 : iteration_us.back();
   fill();
   RETURN_IF_ERROR(RunOnce(config, comm, b));
   const int64_t wrong =
       CountWrong(config.op, config.dtype, config.seed, rank, config.nproc, count, b.output.data());
-  std::printf("ROW rank=%d bytes=%lld count=%lld time_us=%.3f wrong=%lld\n", rank,
-              static_cast<long long>(count * DTypeSize(config.dtype)),
-              static_cast<long long>(count), seconds * 1e6 / std::max(config.iters, 1),
-              static_cast<long long>(wrong));
+  std::printf("ROW rank=%d bytes=%lld count=%lld time_us=%.3f p50_us=%.3f max_us=%.3f wrong=%lld\n",
+              rank, static_cast<long long>(bytes), static_cast<long long>(count),
+              seconds * 1e6 / std::max(iters, 1), p50_us, max_us, static_cast<long long>(wrong));
   std::fflush(stdout);
   return absl::OkStatus();
 }

@@ -7,10 +7,12 @@
 //       --warmup=5 --seed=1 --dtype=float32
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
@@ -96,24 +98,34 @@ int Run(int argc, char** argv) {
     // MPI counts are int: sizes past 2^31 elements would need MPI 4's large-count calls.
     std::unique_ptr<char[]> data(new char[count * element]);
     FillInput(args.dtype, args.seed, rank, 0, count, data.get());
-    for (int i = 0; i < args.warmup; ++i) {
+    const int iters = IterationsFor(args.iters, count * element);
+    const int warmup = IterationsFor(args.warmup, count * element);
+    for (int i = 0; i < warmup; ++i) {
       MPI_Allreduce(MPI_IN_PLACE, data.get(), static_cast<int>(count), type, MPI_SUM,
                     MPI_COMM_WORLD);
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<double> iteration_us(iters);
     const double start = MPI_Wtime();
-    for (int i = 0; i < args.iters; ++i) {
+    double last = start;
+    for (int i = 0; i < iters; ++i) {
       MPI_Allreduce(MPI_IN_PLACE, data.get(), static_cast<int>(count), type, MPI_SUM,
                     MPI_COMM_WORLD);
+      const double now = MPI_Wtime();
+      iteration_us[i] = (now - last) * 1e6;
+      last = now;
     }
-    const double seconds = MPI_Wtime() - start;
+    const double seconds = last - start;
+    std::sort(iteration_us.begin(), iteration_us.end());
     FillInput(args.dtype, args.seed, rank, 0, count, data.get());
     MPI_Allreduce(MPI_IN_PLACE, data.get(), static_cast<int>(count), type, MPI_SUM, MPI_COMM_WORLD);
     const int64_t wrong =
         CountWrong(BenchOp::kAllreduce, args.dtype, args.seed, rank, size, count, data.get());
-    std::printf("ROW rank=%d bytes=%lld count=%lld time_us=%.3f wrong=%lld\n", rank,
-                static_cast<long long>(count * element), static_cast<long long>(count),
-                seconds * 1e6 / args.iters, static_cast<long long>(wrong));
+    std::printf(
+        "ROW rank=%d bytes=%lld count=%lld time_us=%.3f p50_us=%.3f max_us=%.3f wrong=%lld\n", rank,
+        static_cast<long long>(count * element), static_cast<long long>(count),
+        seconds * 1e6 / iters, iteration_us[iteration_us.size() / 2], iteration_us.back(),
+        static_cast<long long>(wrong));
     std::fflush(stdout);
   }
   MPI_Finalize();

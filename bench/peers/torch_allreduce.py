@@ -62,6 +62,12 @@ def values(seed, rank, count, dtype_name):
     return v if dtype_name == "uint8" else v - 8
 
 
+def iterations_for(iters, nbytes):
+    """bench/collectives/bench_inputs.h IterationsFor: up to 16x more runs below 64 KiB."""
+    factor = 16 if nbytes <= 0 else min(max((64 << 10) // nbytes, 1), 16)
+    return iters * factor
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nproc", type=int, required=True)
@@ -87,13 +93,19 @@ def main():
             continue
         mine = torch.from_numpy(values(args.seed, rank, count, args.dtype)).to(dtype)
         data = mine.clone()
-        for _ in range(args.warmup):
+        iters = iterations_for(args.iters, count * element)
+        for _ in range(iterations_for(args.warmup, count * element)):
             dist.all_reduce(data)
         dist.barrier()
-        start = time.perf_counter()
-        for _ in range(args.iters):
+        iteration_us = []
+        start = last = time.perf_counter()
+        for _ in range(iters):
             dist.all_reduce(data)
-        seconds = time.perf_counter() - start
+            now = time.perf_counter()
+            iteration_us.append((now - last) * 1e6)
+            last = now
+        seconds = last - start
+        iteration_us.sort()
         data.copy_(mine)
         dist.all_reduce(data)
         expected = np.zeros(count, dtype=np.int64)
@@ -101,7 +113,9 @@ def main():
             expected += values(args.seed, r, count, args.dtype)
         wrong = int((data != torch.from_numpy(expected).to(dtype)).sum())
         print(f"ROW rank={rank} bytes={count * element} count={count} "
-              f"time_us={seconds * 1e6 / args.iters:.3f} wrong={wrong}", flush=True)
+              f"time_us={seconds * 1e6 / iters:.3f} "
+              f"p50_us={iteration_us[len(iteration_us) // 2]:.3f} "
+              f"max_us={iteration_us[-1]:.3f} wrong={wrong}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
