@@ -295,6 +295,51 @@ TEST(UcxTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
 }
 
+// ---- Loading UCX (Note [UCX loaded on demand])
+// --------------------------------------------------- Each case runs in a fresh process (threadsafe
+// death tests re-execute the binary), since the library is loaded once per process.
+
+bool UcpMapped() {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return false;
+  char line[4096];
+  bool found = false;
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    if (std::strstr(line, "libucp") != nullptr) found = true;
+  }
+  std::fclose(maps);
+  return found;
+}
+
+// Exit codes of the child: 3 as expected, 4 libucp mapped before any UCX transport, 5 otherwise.
+void CreateWorldOfOneAndExit(bool expect_ok) {
+  if (UcpMapped()) std::_Exit(4);
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateUcxTransport(options);
+  std::fprintf(stderr, "status: %s\n", t.status().ToString().c_str());
+  std::fflush(stderr);
+  const bool ok = expect_ok ? t.ok() && UcpMapped() : absl::IsFailedPrecondition(t.status());
+  std::_Exit(ok ? 3 : 5);
+}
+
+TEST(UcxLibraryDeathTest, LibucpIsLoadedOnlyWhenAUcxTransportIsCreated) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(CreateWorldOfOneAndExit(/*expect_ok=*/true), testing::ExitedWithCode(3), "OK");
+}
+
+TEST(UcxLibraryDeathTest, AMissingLibraryIsAClearError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("PADDLE_UCX_LIBRARY", "/nonexistent/libucp.so.0", 1);
+        CreateWorldOfOneAndExit(/*expect_ok=*/false);
+      },
+      testing::ExitedWithCode(3),
+      "loading /nonexistent/libucp.so.0 failed: .*install libucx0.*PADDLE_TRANSPORT=tcp");
+}
+
 TEST(UcxTransportTest, MissingPeerTimesOutNamingIt) {
   TransportOptions options;
   options.rank = 0;

@@ -24,6 +24,7 @@
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/ucx/ucx_channel.h"
 #include "paddle/collective/transport/ucx/ucx_error.h"
+#include "paddle/collective/transport/ucx/ucx_library.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
@@ -389,6 +390,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const TransportOpt
         absl::StrCat("UCX transport of rank ", options.rank, "/", options.world_size,
                      ": TransportOptions.store is null; the ranks exchange addresses through it"));
   }
+  RETURN_IF_ERROR(LoadUcxLibrary());  // Note [UCX loaded on demand]
   auto transport =
       std::make_unique<UcxTransport>(options.rank, options.world_size,
                                      absl::Microseconds(EnvMicros("PADDLE_UCX_WAIT_SPIN_US", 20)));
