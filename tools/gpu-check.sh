@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# gpu-check.sh: runs a GPU bundle made by tools/gpu-bundle on a machine with an NVIDIA GPU.
+#
+# Steps: 1) nvidia-smi (a machine without it is reported and the run continues: the tests then
+# skip, naming CUDA's reason); 2) find the CUDA libraries the binaries need but the bundle does not
+# carry (cuBLAS, cuDNN, NCCL): from PyTorch's pip wheels (site-packages/nvidia/*/lib, torch/lib),
+# /usr/local/cuda*/lib64 and ldconfig; 3) ldd every binary and report each library that is still
+# missing, with the versions this machine does have (e.g. needs libcublas.so.13, has .so.12);
+# 4) run each test (gtest; pass/fail/skip counts from its output) and each benchmark with a
+# timeout; 5) a summary table and totals. The whole run stays under 5 minutes. Everything printed
+# also goes to $OUT/gpu-check.log when OUT is set. Exit status: 0 if every binary passed (or
+# skipped), 1 otherwise.
+set -uo pipefail
+
+BUNDLE=$(cd "$(dirname "$0")" && pwd)
+ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+TOTAL_BUDGET_S=${GPU_CHECK_BUDGET_S:-270}   # leaves headroom under 5 minutes
+TEST_TIMEOUT_S=${GPU_CHECK_TEST_TIMEOUT_S:-120}
+BENCH_TIMEOUT_S=${GPU_CHECK_BENCH_TIMEOUT_S:-60}
+
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  echo "Environment: GPU_CHECK_BUDGET_S (270), GPU_CHECK_TEST_TIMEOUT_S (120),"
+  echo "GPU_CHECK_BENCH_TIMEOUT_S (60), OUT (log folder)."
+  exit 0
+fi
+
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT"
+  exec > >(tee "$OUT/gpu-check.log") 2>&1
+fi
+START=$(date +%s)
+elapsed() { echo $(($(date +%s) - START)); }
+
+echo "== gpu-check: bundle $BUNDLE on $(hostname), $(date -u +%FT%TZ)"
+[[ -f "$BUNDLE/MANIFEST" ]] && sed 's/^/   /' "$BUNDLE/MANIFEST"
+
+echo "== nvidia-smi"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  timeout 30 nvidia-smi || echo "nvidia-smi failed (exit $?); continuing"
+else
+  echo "no nvidia-smi on this machine (no NVIDIA driver?); continuing: the GPU tests will skip"
+fi
+
+echo "== CUDA libraries"
+dirs=()
+add_dir() { [[ -d "$1" ]] && dirs+=("$1"); }
+torch_dir=""
+if command -v python3 >/dev/null 2>&1; then
+  torch_dir=$(timeout 90 python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))' \
+    2>/dev/null | tail -1)
+fi
+if [[ -n "$torch_dir" && -d "$torch_dir" ]]; then
+  echo "PyTorch at $torch_dir"
+  for d in "$(dirname "$torch_dir")"/nvidia/*/lib; do add_dir "$d"; done
+  add_dir "$torch_dir/lib"
+else
+  echo "no PyTorch found by python3 (import torch failed); looking elsewhere"
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib; do
+  add_dir "$d"
+done
+if command -v ldconfig >/dev/null 2>&1; then
+  while read -r d; do add_dir "$d"; done < <(ldconfig -p 2>/dev/null |
+    grep -E 'lib(cublas|cudnn|nccl|cudart|cuda)\.so' | sed 's/.*=> //' | xargs -r -n1 dirname |
+    sort -u)
+fi
+LD_LIBRARY_PATH="$BUNDLE/lib"
+for d in "${dirs[@]}"; do LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; done
+LD_LIBRARY_PATH="$LD_LIBRARY_PATH${ORIG_LD_LIBRARY_PATH:+:$ORIG_LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+echo "== ldd"
+missing_any=0
+for f in "$BUNDLE"/bin/*; do
+  while read -r lib; do
+    missing_any=1
+    base=${lib%%.so*}
+    have=""
+    for d in "${dirs[@]}"; do
+      for cand in "$d/$base".so*; do [[ -e "$cand" ]] && have="$have $(basename "$cand") ($d)"; done
+    done
+    echo "MISSING: $(basename "$f") needs $lib;" \
+      "${have:+this machine has:$have}${have:-no version of $base.so found here}"
+  done < <(ldd "$f" 2>/dev/null | awk '/not found/ {print $1}')
+done
+((missing_any)) || echo "every binary finds all its libraries"
+
+echo "== running"
+declare -a rows=()
+total_pass=0 total_fail=0 total_skip=0 bad=0
+run_one() {  # path, timeout, kind
+  local f=$1 limit=$2 kind=$3 name out rc t0 secs result
+  name=$(basename "$f")
+  local left=$((TOTAL_BUDGET_S - $(elapsed)))
+  if ((left < 5)); then
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "NOT RUN (time budget spent)" "-")")
+    bad=1
+    return
+  fi
+  ((limit > left)) && limit=$left
+  echo "-- $name (timeout ${limit}s)"
+  t0=$(date +%s.%N)
+  out=$(cd "$BUNDLE" && timeout -k 5 "$limit" "$f" 2>&1)
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "$out" | tail -n 60
+  if [[ $kind == test ]]; then
+    local p f_ s
+    p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+    f_=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+    s=$(echo "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -1)
+    p=${p:-0} f_=${f_:-0} s=${s:-0}
+    total_pass=$((total_pass + p)) total_fail=$((total_fail + f_)) total_skip=$((total_skip + s))
+    result="pass $p fail $f_ skip $s"
+  else
+    result="ran"
+  fi
+  if ((rc == 124 || rc == 137)); then
+    result="TIMEOUT after ${limit}s; $result"
+    bad=1
+  elif ((rc != 0)); then
+    result="FAIL (exit $rc); $result"
+    bad=1
+  else
+    result="ok; $result"
+  fi
+  rows+=("$(printf '%-60s %-28s %6s' "$name" "$result" "$secs")")
+}
+for f in "$BUNDLE"/bin/test__*; do [[ -e "$f" ]] && run_one "$f" "$TEST_TIMEOUT_S" test; done
+for f in "$BUNDLE"/bin/bench__*; do [[ -e "$f" ]] && run_one "$f" "$BENCH_TIMEOUT_S" bench; done
+
+echo "== summary"
+printf '%-60s %-28s %6s\n' "binary" "result" "sec"
+for r in "${rows[@]}"; do echo "$r"; done
+echo "totals: $total_pass passed, $total_fail failed, $total_skip skipped test cases;" \
+  "${#rows[@]} binaries; $(elapsed)s"
+((missing_any)) && echo "some libraries were missing (see == ldd above)"
+if ((bad)); then
+  echo "gpu-check: FAILED"
+  exit 1
+fi
+echo "gpu-check: OK"
