@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "paddle/collective/backends/gloo/gloo_communicator.h"
 #include "paddle/collective/backends/native/native_communicator.h"
+#include "paddle/collective/backends/nccl/nccl_communicator.h"
 
 namespace paddle {
 namespace {
@@ -48,7 +49,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     case Backend::kGloo:
       return CreateGlooCommunicator(options);
     case Backend::kNccl:
-      return absl::UnimplementedError("the NCCL backend needs a GPU build; see issue GPU path");
+      return CreateNcclCommunicator(options);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("invalid backend value ", static_cast<int>(options.backend)));
