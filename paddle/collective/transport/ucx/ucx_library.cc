@@ -50,6 +50,7 @@ namespace {
 // clang-format on
 
 struct UcxFunctions {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is an identifier here, not an expression
 #define PADDLE_UCX_POINTER(name) decltype(&::name) name = nullptr;
   PADDLE_UCX_FUNCTIONS(PADDLE_UCX_POINTER)
 #undef PADDLE_UCX_POINTER
