@@ -14,6 +14,8 @@
 // the 2-core development VM (bench/collectives, n=2 and n=4).
 #include "paddle/collective/transport/shm/node_workspace.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -43,6 +45,8 @@ struct alignas(64) WorkspaceHeader {
 struct alignas(64) WorkspaceRankControl {
   ShmSignal progress;
   ProcessIdentity identity;
+  // The CPU this rank last ran on when it posted or began a wait (Note [Adaptive spin]).
+  std::atomic<int32_t> cpu;
   std::atomic<uint32_t> aborted;  // 0, or 1 once `cause` is written
   std::atomic<uint32_t> cause_lock;
   uint32_t cause_code;  // absl::StatusCode of the cause
@@ -180,7 +184,11 @@ uint8_t* NodeWorkspace::slot(int local, int buffer) const {
          (2 * static_cast<size_t>(local) + static_cast<size_t>(buffer)) * options_.slot_bytes;
 }
 
-void NodeWorkspace::Post(uint32_t value) { control(options_.local_rank).progress.Post(value); }
+void NodeWorkspace::Post(uint32_t value) {
+  WorkspaceRankControl& self = control(options_.local_rank);
+  self.cpu.store(sched_getcpu(), std::memory_order_relaxed);
+  self.progress.Post(value);
+}
 
 std::string NodeWorkspace::DescribePeer(int local) const {
   return absl::StrCat("rank ", global_rank(local), " (", control(local).identity.ToString(),
@@ -210,8 +218,14 @@ absl::Status NodeWorkspace::CheckPeer(int local) const {
 absl::Status NodeWorkspace::WaitFor(int local, uint32_t target, const Deadline& deadline) {
   ShmSignal& progress = control(local).progress;
   if (SignalReached(progress.Load(), target)) return absl::OkStatus();
+  // A peer last seen on this very CPU cannot post while this rank spins there: skip the spin
+  // (Note [Adaptive spin] in shm_signal.cc).
+  const int cpu = sched_getcpu();
+  control(options_.local_rank).cpu.store(cpu, std::memory_order_relaxed);
+  const bool same_cpu = cpu >= 0 && control(local).cpu.load(std::memory_order_relaxed) == cpu;
   ShmWaitOptions wait;
-  wait.spin = spin_;
+  wait.spin = same_cpu ? absl::ZeroDuration() : spin_;
+  wait.history = &spin_history_;
   wait.check = [this, local] { return CheckPeer(local); };
   absl::Status s = WaitSignal(progress, target, deadline, wait);
   if (absl::IsDeadlineExceeded(s)) {

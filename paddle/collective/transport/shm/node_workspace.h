@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "paddle/collective/transport/shm/shm_segment.h"
+#include "paddle/collective/transport/shm/shm_signal.h"
 #include "paddle/core/deadline.h"
 
 namespace paddle {
@@ -100,6 +101,7 @@ class NodeWorkspace {
   uint8_t* slots_;
   uint64_t round_ = 0;
   absl::Duration spin_;
+  ShmSpinHistory spin_history_;  // Note [Adaptive spin]
 };
 
 }  // namespace paddle

@@ -45,8 +45,29 @@ inline bool SignalReached(uint32_t value, uint32_t target) {
 // waiter only takes the core from the rank it waits for. PADDLE_SHM_SPIN_US overrides both.
 absl::Duration DefaultShmSpin(int local_ranks);
 
+// Whether spinning has been paying off for one group of waits (one workspace or transport):
+// Note [Adaptive spin] in shm_signal.cc. Thread-safe; lives in the process, not in shared memory.
+class ShmSpinHistory {
+ public:
+  // Whether the next wait should spin: yes while recent spins mostly ended with the post, and for
+  // one probe in every kProbeEvery waits otherwise.
+  bool ShouldSpin();
+  // What the spin of a wait that did spin achieved.
+  void Record(bool posted_while_spinning);
+
+  static constexpr int kProbeEvery = 32;
+
+ private:
+  std::atomic<int> score_{kMaxScore};  // +1 per spin that saw the post, -2 per one that did not
+  std::atomic<uint32_t> skipped_{0};
+  static constexpr int kMaxScore = 16;
+  static constexpr int kSpinFrom = 8;
+};
+
 struct ShmWaitOptions {
   absl::Duration spin = absl::Microseconds(50);
+  // When set, waits spin only while spinning pays (may be null: always spin `spin`).
+  ShmSpinHistory* history = nullptr;
   // Called about every 50 ms while sleeping; a non-OK status ends the wait with it (the caller
   // checks its peers' liveness and its transport's abort flag here).
   std::function<absl::Status()> check;

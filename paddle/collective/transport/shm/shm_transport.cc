@@ -124,6 +124,7 @@ class ShmEngine final : public ShmChannel::Owner, public std::enable_shared_from
   const int rank_;
   const int world_size_;
   const absl::Duration spin_;
+  ShmSpinHistory spin_history_;
   std::string prefix_;
   std::vector<PeerInfo> peers_;
   // Segments before channels: the channels point into them and are destroyed first.
@@ -355,6 +356,7 @@ absl::Status ShmEngine::Await(const ShmOp& op, const Deadline& deadline) {
   waiters_.fetch_add(1, std::memory_order_acq_rel);
   ShmWaitOptions options;
   options.spin = spin_;
+  options.history = &spin_history_;
   options.check = [this] { return CheckHealth(); };
   absl::Status result;
   absl::Time next_check = absl::Now() + kHealthCheckInterval;
