@@ -8,17 +8,22 @@
 namespace paddle {
 
 absl::Status CheckTensor(const Tensor& tensor, absl::string_view name) {
+  return CheckTensor(tensor, name, /*allow_cuda=*/false);
+}
+
+absl::Status CheckTensor(const Tensor& tensor, absl::string_view name, bool allow_cuda) {
   if (!tensor.defined()) {
     return absl::InvalidArgumentError(
         absl::StrCat(name,
                      " is undefined (a default-constructed Tensor); pass a tensor, e.g. "
                      "Tensor::Empty({0}, dtype) for no elements"));
   }
-  if (!tensor.device().is_cpu()) {
+  if (!tensor.device().is_cpu() && !(allow_cuda && tensor.device().is_cuda())) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, " ", tensor.ToString(),
-        " is not in CPU memory; the native and Gloo backends move CPU tensors only: copy it to the "
-        "CPU or use the nccl backend for GPU tensors"));
+        (allow_cuda ? " is neither in CPU nor in CUDA memory"
+                    : " is not in CPU memory; the Gloo backend moves CPU tensors only: copy it to "
+                      "the CPU or use the native or nccl backend for GPU tensors")));
   }
   if (!tensor.is_contiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -20,6 +20,9 @@ namespace paddle {
 // `tensor` (called `name` in messages: "tensor", "input", "output") is defined, in CPU memory,
 // contiguous, and of a valid dtype.
 absl::Status CheckTensor(const Tensor& tensor, absl::string_view name);
+// The same, also accepting CUDA memory when `allow_cuda` (the native backend stages or moves it
+// over CUDA IPC).
+absl::Status CheckTensor(const Tensor& tensor, absl::string_view name, bool allow_cuda);
 
 // `a` and `b` have the same dtype.
 absl::Status CheckSameDType(const Tensor& a, absl::string_view a_name, const Tensor& b,

@@ -38,6 +38,7 @@
 #include "paddle/collective/algorithms/tree_reduce.h"
 #include "paddle/collective/argument_checks.h"
 #include "paddle/collective/backends/native/collective_call.h"
+#include "paddle/collective/backends/native/cuda_support.h"
 #include "paddle/collective/backends/native/debug_checks.h"
 #include "paddle/collective/backends/native/topology.h"
 #include "paddle/collective/backends/native/work_queue.h"
@@ -225,6 +226,9 @@ class NativeCommunicator final : public Communicator {
         topology_(std::move(topology)),
         transport_(std::move(transport)),
         workspace_(std::move(workspace)),
+        cuda_(CudaSupportOptions{options.rank, options.world_size, options.store,
+                                 options.store_prefix, topology_.num_hosts,
+                                 options.connect_timeout}),
         queue_(options.rank, options.world_size, [this](const absl::Status& cause) {
           transport_->Abort(cause);
           if (workspace_ != nullptr) workspace_->Abort(cause);
@@ -256,11 +260,25 @@ class NativeCommunicator final : public Communicator {
   using Body = std::function<absl::Status(const AlgorithmContext& ctx)>;
 
   // Steps (3) and (4) of the file comment: `arguments` is the result of step (2).
+  // `cuda` (from PrepareCuda) runs `body` between staging copies, or the IPC path instead.
   std::shared_ptr<Work> Submit(const CollectiveCall& call, const absl::Status& arguments,
-                               const CallOptions& call_options, Body body);
+                               const CallOptions& call_options, std::shared_ptr<CudaCall> cuda,
+                               Body body);
   // On the queue thread: the deadline, the debug check if it is on, then `body`.
   WorkQueue::TaskResult RunTask(const CollectiveCall& call, uint64_t seq, absl::Duration timeout,
-                                const Body& body);
+                                const Body& body, const std::shared_ptr<CudaCall>& cuda);
+  // CUDA tensors (cuda_support.h); an error other than an argument's also poisons.
+  absl::Status PrepareCuda(const CollectiveCall& call, const std::vector<CudaCallTensor>& tensors,
+                           std::shared_ptr<CudaCall>* cuda) {
+    absl::Status s = cuda_.Prepare(call.kind, call.op, call.root, tensors, cuda);
+    if (!s.ok() && !absl::IsInvalidArgument(s)) Abort(s);
+    return s;
+  }
+  absl::Status PrepareCuda(const CollectiveCall& call, Tensor* input, Tensor* output,
+                           std::shared_ptr<CudaCall>* cuda) {
+    return PrepareCuda(call, {{input, CudaTensorRole::kInput}, {output, CudaTensorRole::kOutput}},
+                       cuda);
+  }
   // Posts one point-to-point message and waits for it within ctx's deadline.
   // Send (is_send) or Recv with `peer`: the arguments checked, then queued.
   std::shared_ptr<Work> SubmitPointToPoint(bool is_send, const Tensor& tensor, int peer,
@@ -287,6 +305,7 @@ class NativeCommunicator final : public Communicator {
   // The ranks of this host share it (Note [Transport choice]); null when alone on the host or
   // with transport=tcp.
   std::unique_ptr<NodeWorkspace> workspace_;
+  CudaSupport cuda_;
 
   std::mutex call_mu_;
   uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
@@ -300,7 +319,8 @@ class NativeCommunicator final : public Communicator {
 
 std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
                                                  const absl::Status& arguments,
-                                                 const CallOptions& call_options, Body body) {
+                                                 const CallOptions& call_options,
+                                                 std::shared_ptr<CudaCall> cuda, Body body) {
   const bool p2p = IsPointToPoint(call.kind);
   const absl::Duration timeout =
       call_options.timeout > absl::ZeroDuration() ? call_options.timeout : options_.timeout;
@@ -326,14 +346,15 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
     return work;
   }
 
-  queue_.Enqueue(work, [this, call, seq, timeout, body = std::move(body)] {
-    return RunTask(call, seq, timeout, body);
+  queue_.Enqueue(work, [this, call, seq, timeout, body = std::move(body), cuda = std::move(cuda)] {
+    return RunTask(call, seq, timeout, body, cuda);
   });
   return work;
 }
 
 WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, uint64_t seq,
-                                                  absl::Duration timeout, const Body& body) {
+                                                  absl::Duration timeout, const Body& body,
+                                                  const std::shared_ptr<CudaCall>& cuda) {
   const Deadline deadline = Deadline::After(timeout);
   if (settings_.debug_checks && !IsPointToPoint(call.kind)) {
     const absl::Status s = CheckCallAcrossRanks(*transport_, kDebugCheckTag, call, seq,
@@ -344,6 +365,7 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
   }
   AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
   ctx.set_scratch_arena(scratch_).set_piece_bytes(settings_.piece_bytes);
+  if (cuda != nullptr) return cuda_.Run(ctx, *cuda, [&] { return body(ctx); });
   return body(ctx);
 }
 
@@ -354,9 +376,11 @@ std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
   CollectiveCall call = TensorCall(OpKind::kAllreduce, tensor.dtype(), tensor.numel());
   call.has_op = true;
   call.op = op;
-  absl::Status args = CheckTensor(tensor, "tensor");
+  absl::Status args = CheckTensor(tensor, "tensor", true);
   if (args.ok()) args = CheckReduction(tensor.dtype(), op);
-  return Submit(call, args, call_options, [this, tensor, op](const AlgorithmContext& ctx) {
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
+  return Submit(call, args, call_options, cuda, [this, tensor, op](const AlgorithmContext& ctx) {
     if (UseWorkspace(/*hierarchical_ok=*/true)) {
       if (topology_.num_hosts == 1) {
         return ShmAllreduce(ctx, *workspace_, tensor.data(), tensor.numel(), tensor.dtype(), op);
@@ -372,9 +396,11 @@ std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
                                                     CallOptions call_options) {
   CollectiveCall call = TensorCall(OpKind::kBroadcast, tensor.dtype(), tensor.numel());
   call.root = root;
-  absl::Status args = CheckTensor(tensor, "tensor");
+  absl::Status args = CheckTensor(tensor, "tensor", true);
   if (args.ok()) args = CheckRankArgument(root, size(), "root");
-  return Submit(call, args, call_options, [this, tensor, root](const AlgorithmContext& ctx) {
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
+  return Submit(call, args, call_options, cuda, [this, tensor, root](const AlgorithmContext& ctx) {
     if (UseWorkspace(/*hierarchical_ok=*/false)) {
       return ShmBroadcast(ctx, *workspace_, tensor.data(), tensor.numel(), tensor.dtype(), root);
     }
@@ -388,10 +414,12 @@ std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, Reduce
   call.has_op = true;
   call.op = op;
   call.root = root;
-  absl::Status args = CheckTensor(tensor, "tensor");
+  absl::Status args = CheckTensor(tensor, "tensor", true);
   if (args.ok()) args = CheckRankArgument(root, size(), "root");
   if (args.ok()) args = CheckReduction(tensor.dtype(), op);
-  return Submit(call, args, call_options, [tensor, root, op](const AlgorithmContext& ctx) {
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
+  return Submit(call, args, call_options, cuda, [tensor, root, op](const AlgorithmContext& ctx) {
     return TreeReduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(), op, root);
   });
 }
@@ -399,8 +427,8 @@ std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, Reduce
 std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
                                                     CallOptions call_options) {
   CollectiveCall call = TensorCall(OpKind::kAllgather, input.dtype(), input.numel());
-  absl::Status args = CheckTensor(input, "input");
-  if (args.ok()) args = CheckTensor(output, "output");
+  absl::Status args = CheckTensor(input, "input", true);
+  if (args.ok()) args = CheckTensor(output, "output", true);
   if (args.ok()) args = CheckSameDType(input, "input", output, "output");
   if (args.ok()) {
     args = CheckNumel(output, "output", size() * input.numel(),
@@ -411,7 +439,9 @@ std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
   const bool in_place = args.ok() && static_cast<char*>(input.data()) ==
                                          static_cast<char*>(output.data()) + block_offset;
   if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
-  return Submit(call, args, call_options,
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
+  return Submit(call, args, call_options, cuda,
                 [this, input, output, block_offset, in_place](const AlgorithmContext& ctx) {
                   char* out = static_cast<char*>(output.data());
                   if (UseWorkspace(/*hierarchical_ok=*/false)) {
@@ -434,8 +464,8 @@ std::shared_ptr<Work> NativeCommunicator::Allgatherv(Tensor input, Tensor output
   call.dtype = input.dtype();
   call.counts = counts;
   int64_t total = 0;
-  absl::Status args = CheckTensor(input, "input");
-  if (args.ok()) args = CheckTensor(output, "output");
+  absl::Status args = CheckTensor(input, "input", true);
+  if (args.ok()) args = CheckTensor(output, "output", true);
   if (args.ok()) args = CheckSameDType(input, "input", output, "output");
   if (args.ok()) args = CheckCountsArgument(counts, size(), "counts", &total);
   call.count = total;
@@ -449,7 +479,9 @@ std::shared_ptr<Work> NativeCommunicator::Allgatherv(Tensor input, Tensor output
   const bool in_place = args.ok() && static_cast<char*>(input.data()) ==
                                          static_cast<char*>(output.data()) + block_offset;
   if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
-  return Submit(call, args, call_options,
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
+  return Submit(call, args, call_options, cuda,
                 [input, output, counts, block_offset, in_place](const AlgorithmContext& ctx) {
                   char* out = static_cast<char*>(output.data());
                   if (!in_place && input.nbytes() > 0) {
@@ -464,8 +496,8 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
   CollectiveCall call = TensorCall(OpKind::kReduceScatter, input.dtype(), output.numel());
   call.has_op = true;
   call.op = op;
-  absl::Status args = CheckTensor(input, "input");
-  if (args.ok()) args = CheckTensor(output, "output");
+  absl::Status args = CheckTensor(input, "input", true);
+  if (args.ok()) args = CheckTensor(output, "output", true);
   if (args.ok()) args = CheckSameDType(input, "input", output, "output");
   if (args.ok()) {
     args = CheckNumel(input, "input", size() * output.numel(),
@@ -474,31 +506,35 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
   if (args.ok()) args = CheckReduction(input.dtype(), op);
   const int n = size();
   const int me = rank();
-  return Submit(
-      call, args, call_options, [this, input, output, op, n, me](const AlgorithmContext& ctx) {
-        const char* in = static_cast<const char*>(input.data());
-        const char* out = static_cast<const char*>(output.data());
-        // The workspace version reads each piece of the input before it writes that piece's result:
-        // an output that is exactly this rank's input block is fine, any other overlap is not.
-        const bool overlaps = out < in + input.nbytes() && in < out + output.nbytes();
-        if (UseWorkspace(/*hierarchical_ok=*/false) &&
-            (!overlaps || out == in + static_cast<size_t>(me) * output.nbytes())) {
-          return ShmReduceScatter(ctx, *workspace_, input.data(), output.data(), output.numel(),
-                                  input.dtype(), op);
-        }
-        // The ring reduces in place and leaves partial sums in the other blocks, but the input must
-        // stay unchanged (and may overlap the output): work on a copy.
-        const size_t bytes = input.nbytes();
-        std::unique_ptr<char[]> scratch(new char[std::max<size_t>(bytes, 1)]);
-        if (bytes > 0) std::memcpy(scratch.get(), input.data(), bytes);
-        const std::vector<int64_t> counts(static_cast<size_t>(n), output.numel());
-        RETURN_IF_ERROR(RingReduceScatter(ctx, scratch.get(), counts, input.dtype(), op));
-        if (output.nbytes() > 0) {
-          std::memcpy(output.data(), scratch.get() + static_cast<size_t>(me) * output.nbytes(),
-                      output.nbytes());
-        }
-        return absl::OkStatus();
-      });
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
+  return Submit(call, args, call_options, cuda,
+                [this, input, output, op, n, me](const AlgorithmContext& ctx) {
+                  const char* in = static_cast<const char*>(input.data());
+                  const char* out = static_cast<const char*>(output.data());
+                  // The workspace version reads each piece of the input before it writes that
+                  // piece's result: an output that is exactly this rank's input block is fine, any
+                  // other overlap is not.
+                  const bool overlaps = out < in + input.nbytes() && in < out + output.nbytes();
+                  if (UseWorkspace(/*hierarchical_ok=*/false) &&
+                      (!overlaps || out == in + static_cast<size_t>(me) * output.nbytes())) {
+                    return ShmReduceScatter(ctx, *workspace_, input.data(), output.data(),
+                                            output.numel(), input.dtype(), op);
+                  }
+                  // The ring reduces in place and leaves partial sums in the other blocks, but the
+                  // input must stay unchanged (and may overlap the output): work on a copy.
+                  const size_t bytes = input.nbytes();
+                  std::unique_ptr<char[]> scratch(new char[std::max<size_t>(bytes, 1)]);
+                  if (bytes > 0) std::memcpy(scratch.get(), input.data(), bytes);
+                  const std::vector<int64_t> counts(static_cast<size_t>(n), output.numel());
+                  RETURN_IF_ERROR(RingReduceScatter(ctx, scratch.get(), counts, input.dtype(), op));
+                  if (output.nbytes() > 0) {
+                    std::memcpy(output.data(),
+                                scratch.get() + static_cast<size_t>(me) * output.nbytes(),
+                                output.nbytes());
+                  }
+                  return absl::OkStatus();
+                });
 }
 
 std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
@@ -508,8 +544,8 @@ std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
   call.has_dtype = true;
   call.dtype = input.dtype();
   call.count = input.numel() / size();
-  absl::Status args = CheckTensor(input, "input");
-  if (args.ok()) args = CheckTensor(output, "output");
+  absl::Status args = CheckTensor(input, "input", true);
+  if (args.ok()) args = CheckTensor(output, "output", true);
   if (args.ok()) args = CheckSameDType(input, "input", output, "output");
   if (args.ok() && input.numel() % size() != 0) {
     args = absl::InvalidArgumentError(
@@ -519,9 +555,12 @@ std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
   }
   if (args.ok()) args = CheckNumel(output, "output", input.numel(), "as many as the input");
   if (args.ok()) args = CheckDisjoint(input, "input", output, "output");
-  return Submit(call, args, call_options, [input, output, n = size()](const AlgorithmContext& ctx) {
-    return PairwiseAlltoall(ctx, input.data(), output.data(), input.numel() / n, input.dtype());
-  });
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
+  return Submit(
+      call, args, call_options, cuda, [input, output, n = size()](const AlgorithmContext& ctx) {
+        return PairwiseAlltoall(ctx, input.data(), output.data(), input.numel() / n, input.dtype());
+      });
 }
 
 std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
@@ -533,8 +572,8 @@ std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
   call.recv_counts = recv_counts;
   int64_t send_total = 0;
   int64_t recv_total = 0;
-  absl::Status args = CheckTensor(input, "input");
-  if (args.ok()) args = CheckTensor(output, "output");
+  absl::Status args = CheckTensor(input, "input", true);
+  if (args.ok()) args = CheckTensor(output, "output", true);
   if (args.ok()) args = CheckSameDType(input, "input", output, "output");
   if (args.ok()) args = CheckCountsArgument(send_counts, size(), "send_counts", &send_total);
   if (args.ok()) args = CheckCountsArgument(recv_counts, size(), "recv_counts", &recv_total);
@@ -547,7 +586,9 @@ std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
                      ": the block this rank sends itself must be what it expects from itself"));
   }
   if (args.ok()) args = CheckDisjoint(input, "input", output, "output");
-  return Submit(call, args, call_options,
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
+  return Submit(call, args, call_options, cuda,
                 [input, output, send_counts, recv_counts](const AlgorithmContext& ctx) {
                   return PairwiseAlltoallv(ctx, input.data(), send_counts, output.data(),
                                            recv_counts, input.dtype());
@@ -557,7 +598,7 @@ std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
 std::shared_ptr<Work> NativeCommunicator::Barrier(CallOptions call_options) {
   CollectiveCall call;
   call.kind = OpKind::kBarrier;
-  return Submit(call, absl::OkStatus(), call_options,
+  return Submit(call, absl::OkStatus(), call_options, nullptr,
                 [](const AlgorithmContext& ctx) { return DisseminationBarrier(ctx); });
 }
 
@@ -580,16 +621,21 @@ std::shared_ptr<Work> NativeCommunicator::SubmitPointToPoint(bool is_send, const
       TensorCall(is_send ? OpKind::kSend : OpKind::kRecv, tensor.dtype(), tensor.numel());
   call.root = peer;
   call.tag = tag;
-  absl::Status args = CheckTensor(tensor, "tensor");
+  absl::Status args = CheckTensor(tensor, "tensor", true);
   if (args.ok())
     args = CheckRankArgument(peer, size(), is_send ? "destination rank" : "source rank");
   if (args.ok() && peer == rank()) {
     args = absl::InvalidArgumentError(absl::StrCat(
         "rank ", peer, is_send ? " cannot send to itself" : " cannot receive from itself"));
   }
-  return Submit(call, args, call_options,
-                [this, is_send, tensor, peer, tag](const AlgorithmContext& ctx) {
-                  return PointToPoint(ctx, is_send, tensor, peer, tag);
+  Tensor t = tensor;  // becomes a host view when staged
+  std::shared_ptr<CudaCall> cuda;
+  if (args.ok())
+    args = PrepareCuda(call, {{&t, is_send ? CudaTensorRole::kInput : CudaTensorRole::kOutput}},
+                       &cuda);
+  return Submit(call, args, call_options, cuda,
+                [this, is_send, t, peer, tag](const AlgorithmContext& ctx) {
+                  return PointToPoint(ctx, is_send, t, peer, tag);
                 });
 }
 
@@ -657,8 +703,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::Split(std::vec
     std::unique_ptr<Communicator> communicator;
   };
   auto result = std::make_shared<Result>();
-  std::shared_ptr<Work> work =
-      Submit(call, args, CallOptions{}, [this, ranks, result](const AlgorithmContext& ctx) {
+  std::shared_ptr<Work> work = Submit(
+      call, args, CallOptions{}, nullptr, [this, ranks, result](const AlgorithmContext& ctx) {
         absl::StatusOr<std::unique_ptr<Communicator>> created = CreateSplit(ranks, ctx.seq());
         if (created.ok()) {
           result->communicator = std::move(*created);

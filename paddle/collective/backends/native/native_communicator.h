@@ -23,7 +23,10 @@
 // on one store need different prefixes.
 //
 // Behaviour beyond communicator.h:
-// - Argument errors (a non-contiguous or CUDA tensor, a wrong output size, a bad root, counts that
+// - CUDA tensors: staged through pinned host memory, or moved with CUDA IPC among the ranks of
+//   one host (cuda_support.h, Note [CUDA path choice]). A CUDA tensor this process cannot reach
+//   is an argument error.
+// - Argument errors (a non-contiguous tensor, a wrong output size, a bad root, counts that
 //   do not add up, an unsupported dtype/op pair) complete the returned Work before the call
 //   returns, with kInvalidArgument naming the sizes, dtypes and ranks. They do not poison the
 //   communicator, but they use up the call's sequence number, so ranks that all reject the same
