@@ -1,0 +1,104 @@
+// Resolving a native communicator's settings and choosing its transport; see
+// communicator_settings.h.
+#include "paddle/collective/backends/native/communicator_settings.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "paddle/collective/transport/shm/host_identity.h"
+#include "paddle/collective/transport/shm/shm_transport.h"
+#include "paddle/collective/transport/tcp/tcp_transport.h"
+#include "paddle/collective/transport/ucx/ucx_transport.h"
+#include "paddle/core/status.h"
+
+namespace paddle {
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(value));
+}
+
+}  // namespace
+
+absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
+  Settings settings;
+  std::string transport = absl::AsciiStrToLower(options.transport);
+  std::string source = "CommunicatorOptions.transport";
+  if (transport == "auto" || transport.empty()) {
+    transport = absl::AsciiStrToLower(Env(kTransportEnvVar));
+    source = kTransportEnvVar;
+  }
+  if (transport.empty()) transport = "auto";
+  if (transport == "auto" || transport == "tcp" || transport == "shm" || transport == "ucx") {
+    settings.transport = transport;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " is \"", transport,
+                     "\"; the native backend supports \"auto\", \"tcp\", \"shm\" and \"ucx\""));
+  }
+  ASSIGN_OR_RETURN(settings.slot_bytes, SlotBytesFromEnvironment());
+
+  if (options.algorithm.empty()) {
+    ASSIGN_OR_RETURN(settings.selector, AlgorithmSelector::FromEnvironment());
+  } else {
+    absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(options.algorithm);
+    if (!algorithm.ok()) {
+      return Annotate(algorithm.status(), "CommunicatorOptions.algorithm");
+    }
+    settings.selector = AlgorithmSelector(*algorithm);
+  }
+
+  settings.debug_checks = options.debug_checks;
+  const std::string debug = absl::AsciiStrToLower(Env(kDebugChecksEnvVar));
+  if (debug == "1" || debug == "true" || debug == "yes" || debug == "on") {
+    settings.debug_checks = true;
+  } else if (!(debug.empty() || debug == "0" || debug == "false" || debug == "no" ||
+               debug == "off")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kDebugChecksEnvVar, "=", debug, " is not a boolean; use 1 or 0"));
+  }
+
+  const std::string piece = Env(kPieceBytesEnvVar);
+  if (!piece.empty()) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(piece, &bytes) || bytes < 4096 || bytes > (uint64_t{1} << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kPieceBytesEnvVar, "=", piece, " is not a byte count from 4096 to 1073741824"));
+    }
+    settings.piece_bytes = static_cast<size_t>(bytes);
+  }
+  return settings;
+}
+
+// Note [Transport choice]
+// PADDLE_TRANSPORT (CommunicatorOptions.transport) picks what carries point-to-point messages
+// and the flat algorithms, and whether the ranks of a host share memory:
+//   auto  shared memory between the ranks of a host; TCP between hosts (and for everything when
+//         each host runs one rank)
+//   tcp   every byte through TCP sockets, no shared memory at all (the pre-shm behaviour)
+//   shm   all ranks must be on one host; everything through shared memory
+//   ucx   UCX between all ranks (its own transports: UCX_TLS), plus the node workspace
+// With shared memory, allreduce, broadcast, allgather and reduce-scatter among the ranks of one
+// host run on the node workspace (paddle/collective/algorithms/shm_collectives.h), and an
+// allreduce over several hosts with equally many ranks each is hierarchical. PADDLE_ALGO=ring,
+// tree or hd forces the flat algorithms over the transport instead.
+absl::StatusOr<std::unique_ptr<Transport>> CreateGroupTransport(const Settings& settings,
+                                                                const Topology& topology,
+                                                                const TransportOptions& options) {
+  if (settings.transport == "shm" && topology.num_hosts > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "PADDLE_TRANSPORT=shm needs every rank on one host, but the ranks run on ",
+        topology.Describe(), " (host identities differ: hostname, boot id or namespaces; see ",
+        kHostIdEnvVar, "); use PADDLE_TRANSPORT=auto or tcp"));
+  }
+  if (settings.transport == "shm" || (settings.transport == "auto" && topology.num_hosts == 1)) {
+    return CreateShmTransport(options);
+  }
+  if (settings.transport == "ucx") return CreateUcxTransport(options);
+  return CreateTcpTransport(options);
+}
+
+}  // namespace paddle

@@ -1,0 +1,58 @@
+// The settings of a native communicator that every rank of a group must agree on (transport,
+// algorithm, debug checks, piece and slot sizes), resolved from CommunicatorOptions and the
+// environment, and the transport they choose (Note [Transport choice] in the .cc).
+#ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_COMMUNICATOR_SETTINGS_H_
+#define PADDLE_COLLECTIVE_BACKENDS_NATIVE_COMMUNICATOR_SETTINGS_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "paddle/collective/algorithms/algorithm_context.h"
+#include "paddle/collective/algorithms/algorithm_selector.h"
+#include "paddle/collective/backends/native/topology.h"
+#include "paddle/collective/communicator.h"
+#include "paddle/collective/transport/shm/node_workspace.h"
+#include "paddle/collective/transport/transport.h"
+
+namespace paddle {
+
+inline constexpr char kTransportEnvVar[] = "PADDLE_TRANSPORT";
+inline constexpr char kDebugChecksEnvVar[] = "PADDLE_DEBUG_CHECKS";
+inline constexpr char kPieceBytesEnvVar[] = "PADDLE_PIECE_BYTES";
+
+// The settings every rank of a group must agree on, resolved from options and environment.
+struct Settings {
+  std::string transport;  // "auto", "tcp", "shm" or "ucx" (Note [Transport choice])
+  AlgorithmSelector selector;
+  bool debug_checks = false;
+  size_t piece_bytes = kDefaultPieceBytes;  // of the pipelined and segmented algorithms
+  size_t slot_bytes = kDefaultSlotBytes;    // of the node workspace
+
+  // Whether ranks on one host share a node workspace: not with transport=tcp.
+  bool shared_memory() const { return transport != "tcp"; }
+
+  // "transport=auto algorithm=auto debug_checks=0 piece_bytes=262144 slot_bytes=524288": what
+  // rank 0 publishes.
+  std::string Describe() const {
+    return absl::StrCat("transport=", transport, " algorithm=",
+                        selector.forced().has_value() ? AlgorithmName(*selector.forced()) : "auto",
+                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", piece_bytes,
+                        " slot_bytes=", slot_bytes);
+  }
+};
+
+// From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES and
+// PADDLE_SHM_SLOT_BYTES; kInvalidArgument naming the option or variable that is wrong.
+absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options);
+
+// The transport `settings` choose for `topology` (Note [Transport choice]).
+absl::StatusOr<std::unique_ptr<Transport>> CreateGroupTransport(const Settings& settings,
+                                                                const Topology& topology,
+                                                                const TransportOptions& options);
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_BACKENDS_NATIVE_COMMUNICATOR_SETTINGS_H_
