@@ -7,7 +7,8 @@
 # /usr/local/cuda*/lib64 and ldconfig; 3) ldd every binary and report each library that is still
 # missing, with the versions this machine does have (e.g. needs libcublas.so.13, has .so.12);
 # 4) run each test (gtest; pass/fail/skip counts from its output) and each benchmark with a
-# timeout; 5) a summary table and totals. The whole run stays under 5 minutes. Everything printed
+# timeout, and the training checks (GPU vs CPU accuracy, PyTorch side by side); 5) a summary
+# table and totals. The whole run stays under 5 minutes. Everything printed
 # also goes to $OUT/gpu-check.log when OUT is set. Exit status: 0 if every binary passed (or
 # skipped), 1 otherwise.
 set -uo pipefail
@@ -19,9 +20,10 @@ TEST_TIMEOUT_S=${GPU_CHECK_TEST_TIMEOUT_S:-120}
 BENCH_TIMEOUT_S=${GPU_CHECK_BENCH_TIMEOUT_S:-60}
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   echo "Environment: GPU_CHECK_BUDGET_S (270), GPU_CHECK_TEST_TIMEOUT_S (120),"
-  echo "GPU_CHECK_BENCH_TIMEOUT_S (60), OUT (log folder)."
+  echo "GPU_CHECK_BENCH_TIMEOUT_S (60), GPU_CHECK_REPO (the repository, for the PyTorch comparison;"
+  echo "default: the current folder), OUT (log folder)."
   exit 0
 fi
 
@@ -128,7 +130,77 @@ run_one() {  # path, timeout, kind
   fi
   rows+=("$(printf '%-60s %-28s %6s' "$name" "$result" "$secs")")
 }
-for f in "$BUNDLE"/bin/test__*; do [[ -e "$f" ]] && run_one "$f" "$TEST_TIMEOUT_S" test; done
+# Quick tests first, the multi-process native CUDA test (minutes) after the training checks.
+slow_test=test__tests_collective_cuda__native_cuda_test
+for f in "$BUNDLE"/bin/test__*; do
+  [[ -e "$f" && $(basename "$f") != "$slow_test" ]] && run_one "$f" "$TEST_TIMEOUT_S" test
+done
+
+# Training: the example on the GPU and on the CPU (same flags, so the same data order and
+# initial weights): the GPU run must reach the CPU's test accuracy (within 1 point: the kernels
+# round differently), and its samples/s is printed. Then PyTorch side by side, when this machine
+# has torch with CUDA and the repository (GPU_CHECK_REPO, default the current folder) is here.
+example="$BUNDLE/bin/example__fashion_mnist"
+data="$BUNDLE/data/fashion-mnist"
+train_one() {  # name, timeout, args...
+  local name=$1 limit=$2 out rc t0 secs json
+  shift 2
+  local left=$((TOTAL_BUDGET_S - $(elapsed)))
+  if ((left < 10)); then
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "NOT RUN (time budget spent)" "-")")
+    bad=1
+    return 1
+  fi
+  ((limit > left)) && limit=$left
+  echo "-- $name: ${example##*/} $* (timeout ${limit}s)"
+  t0=$(date +%s.%N)
+  out=$(timeout -k 5 "$limit" "$example" --data-dir="$data" "$@" 2>&1)
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "$out" | tail -n 8
+  json=$(echo "$out" | grep '^{' | tail -1)
+  if ((rc != 0)) || [[ -z "$json" ]]; then
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "FAIL (exit $rc)" "$secs")")
+    bad=1
+    return 1
+  fi
+  TRAIN_ACC=$(echo "$json" | sed -n 's/.*"test_accuracy": \([0-9.]*\).*/\1/p')
+  TRAIN_SPS=$(echo "$json" | sed -n 's/.*"samples_per_s": \([0-9.]*\).*/\1/p')
+  rows+=("$(printf '%-60s %-28s %6s' "$name" "ok; acc $TRAIN_ACC, $TRAIN_SPS/s" "$secs")")
+}
+compare_acc() {  # name, gpu accuracy, cpu accuracy
+  local verdict
+  verdict=$(awk -v g="$2" -v c="$3" 'BEGIN { print (g + 0.01 >= c) ? "ok" : "FAIL" }')
+  echo "accuracy $1: cuda $2, cpu $3: $verdict"
+  rows+=("$(printf '%-60s %-28s %6s' "accuracy $1 cuda vs cpu" "$verdict; $2 vs $3" "-")")
+  [[ $verdict == ok ]] || bad=1
+}
+if [[ -x "$example" && -d "$data" ]]; then
+  echo "== training"
+  for spec in "cnn 60000" "resnet 12800"; do
+    read -r model samples <<<"$spec"
+    common=(--model="$model" --epochs=1 --train-samples="$samples" --test-samples=10000)
+    if train_one "train $model cuda" 120 "${common[@]}" --device=cuda; then
+      gpu_acc=$TRAIN_ACC
+      if train_one "train $model cpu (reference)" 150 "${common[@]}" --device=cpu --threads="$(nproc)"; then
+        compare_acc "$model" "$gpu_acc" "$TRAIN_ACC"
+      fi
+    fi
+  done
+  repo=${GPU_CHECK_REPO:-$PWD}
+  if [[ -f "$repo/bench/training/gpu_compare.py" ]] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    echo "-- PyTorch side by side (bench/training/gpu_compare.py)"
+    timeout -k 5 150 python3 "$repo/bench/training/gpu_compare.py" --binary="$example" \
+      --data-dir="$data" --python="$(command -v python3)"
+    rows+=("$(printf '%-60s %-28s %6s' "gpu_compare.py (torch side by side)" "exit $?" "-")")
+  else
+    echo "no PyTorch with CUDA or no repository at $repo: no side-by-side training run"
+  fi
+else
+  echo "== training: no example binary or dataset in the bundle; skipped"
+fi
+
+for f in "$BUNDLE"/bin/$slow_test; do [[ -e "$f" ]] && run_one "$f" "$TEST_TIMEOUT_S" test; done
 for f in "$BUNDLE"/bin/bench__*; do [[ -e "$f" ]] && run_one "$f" "$BENCH_TIMEOUT_S" bench; done
 
 echo "== summary"

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "paddle/core/status.h"
+#include "paddle/nn/device_dispatch.h"
 #include "paddle/ops/cpu/activation.h"
 #include "paddle/ops/cpu/batch_norm.h"
 #include "paddle/ops/cpu/dropout.h"
@@ -14,6 +15,10 @@
 #include "paddle/ops/cpu/linear.h"
 #include "paddle/ops/cpu/softmax_cross_entropy.h"
 
+#if PADDLE_WITH_CUDA
+#include "paddle/nn/functional_cuda.h"
+#endif
+
 namespace paddle::nn::functional {
 namespace {
 
@@ -21,7 +26,29 @@ using autograd::RecordOperation;
 using Grads = absl::StatusOr<std::vector<Tensor>>;
 namespace cpu = ops::cpu;
 
+using internal::OpDevice;
+
+thread_local bool autocast_bf16 = false;
+
 const Tensor* OrNull(const Variable& v) { return v.defined() ? &v.data() : nullptr; }
+
+// The operations whose CUDA kernels are not wired in yet.
+absl::Status NotOnCuda(const char* op, Device device) {
+  return absl::UnimplementedError(absl::StrCat(
+      op, " on ", device.ToString(),
+      ": no CUDA kernel is wired into nn::functional for it yet; run this model on the CPU"));
+}
+
+// Runs `cuda` (an expression over the CUDA implementation) when `device` is a CUDA device.
+#if PADDLE_WITH_CUDA
+#define PADDLE_NN_DISPATCH_CUDA(device, expr) \
+  if ((device).is_cuda()) return (expr)
+#else
+// OpDevice already failed for CUDA tensors in a build without CUDA.
+#define PADDLE_NN_DISPATCH_CUDA(device, expr) \
+  do {                                        \
+  } while (0)
+#endif
 
 // y = (x - mean) * gamma / sqrt(var + eps) + beta per channel (dimension 1 of x).
 Grads BatchNormEvalBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
@@ -59,7 +86,13 @@ Grads BatchNormEvalBackward(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 }  // namespace
 
+bool AutocastBf16Enabled() { return autocast_bf16; }
+void SetAutocastBf16(bool on) { autocast_bf16 = on; }
+
 absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b) {
+  ASSIGN_OR_RETURN(Device device,
+                   OpDevice("linear", {{"x", &x.data()}, {"w", &w.data()}, {"b", OrNull(b)}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Linear(x, w, b, autocast_bf16));
   ASSIGN_OR_RETURN(Tensor y, cpu::LinearForward(x.data(), w.data(), OrNull(b)));
   bool need_dx = x.requires_grad();
   bool need_db = b.defined();
@@ -73,6 +106,9 @@ absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Vari
 
 absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& w, const Variable& b,
                                 const cpu::Conv2dOptions& options) {
+  ASSIGN_OR_RETURN(Device device,
+                   OpDevice("conv2d", {{"x", &x.data()}, {"w", &w.data()}, {"b", OrNull(b)}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Conv2d(x, w, b, options));
   ASSIGN_OR_RETURN(Tensor y, cpu::Conv2dForward(x.data(), w.data(), OrNull(b), options));
   bool need_dx = x.requires_grad();
   bool need_db = b.defined();
@@ -86,6 +122,8 @@ absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& w, const Vari
 }
 
 absl::StatusOr<Variable> MaxPool2d(const Variable& x, const cpu::Pool2dOptions& options) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("max_pool2d", {{"x", &x.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::MaxPool2d(x, options));
   ASSIGN_OR_RETURN(cpu::MaxPool2dResult r, cpu::MaxPool2dForward(x.data(), options));
   Tensor y = r.y;
   return RecordOperation(std::move(y), "max_pool2d", {x.GradientEdge()},
@@ -96,6 +134,8 @@ absl::StatusOr<Variable> MaxPool2d(const Variable& x, const cpu::Pool2dOptions& 
 }
 
 absl::StatusOr<Variable> AvgPool2d(const Variable& x, const cpu::Pool2dOptions& options) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("avg_pool2d", {{"x", &x.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::AvgPool2d(x, options));
   ASSIGN_OR_RETURN(Tensor y, cpu::AvgPool2dForward(x.data(), options));
   return RecordOperation(std::move(y), "avg_pool2d", {x.GradientEdge()},
                          [xv = x.data(), options](const Tensor& g) -> Grads {
@@ -105,6 +145,8 @@ absl::StatusOr<Variable> AvgPool2d(const Variable& x, const cpu::Pool2dOptions& 
 }
 
 absl::StatusOr<Variable> Relu(const Variable& x) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("relu", {{"x", &x.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Relu(x));
   ASSIGN_OR_RETURN(Tensor y, cpu::ReluForward(x.data()));
   return RecordOperation(y, "relu", {x.GradientEdge()}, [y](const Tensor& g) -> Grads {
     ASSIGN_OR_RETURN(Tensor dx, cpu::ReluBackward(y, g));
@@ -113,6 +155,8 @@ absl::StatusOr<Variable> Relu(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Gelu(const Variable& x) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("gelu", {{"x", &x.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Gelu(x));
   ASSIGN_OR_RETURN(Tensor y, cpu::GeluForward(x.data()));
   return RecordOperation(std::move(y), "gelu", {x.GradientEdge()},
                          [xv = x.data()](const Tensor& g) -> Grads {
@@ -124,6 +168,13 @@ absl::StatusOr<Variable> Gelu(const Variable& x) {
 absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& gamma, const Variable& beta,
                                    Tensor* running_mean, Tensor* running_var, bool training,
                                    double momentum, double eps) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("batch_norm", {{"x", &x.data()},
+                                                          {"gamma", &gamma.data()},
+                                                          {"beta", &beta.data()},
+                                                          {"running_mean", running_mean},
+                                                          {"running_var", running_var}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::BatchNorm(x, gamma, beta, running_mean, running_var,
+                                                       training, momentum, eps));
   if (!training) {
     ASSIGN_OR_RETURN(Tensor y, cpu::BatchNormForwardEval(x.data(), gamma.data(), beta.data(),
                                                          *running_mean, *running_var, eps));
@@ -151,6 +202,8 @@ absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& gamma, con
 absl::StatusOr<Variable> Dropout(const Variable& x, double p, uint64_t seed, uint64_t stream,
                                  uint64_t offset) {
   if (p == 0) return x;
+  ASSIGN_OR_RETURN(Device device, OpDevice("dropout", {{"x", &x.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Dropout(x, p, seed, stream, offset));
   ASSIGN_OR_RETURN(cpu::DropoutResult r, cpu::DropoutForward(x.data(), p, seed, stream, offset));
   return RecordOperation(std::move(r.y), "dropout", {x.GradientEdge()},
                          [mask = r.mask, p](const Tensor& g) -> Grads {
@@ -160,6 +213,9 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, uint64_t seed, uin
 }
 
 absl::StatusOr<Variable> SoftmaxCrossEntropy(const Variable& logits, const Tensor& labels) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("softmax_cross_entropy",
+                                           {{"logits", &logits.data()}, {"labels", &labels}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::SoftmaxCrossEntropy(logits, labels));
   ASSIGN_OR_RETURN(cpu::SoftmaxCrossEntropyResult r,
                    cpu::SoftmaxCrossEntropyForward(logits.data(), labels));
   return RecordOperation(std::move(r.loss), "softmax_cross_entropy", {logits.GradientEdge()},
@@ -190,6 +246,8 @@ absl::StatusOr<Variable> Flatten(const Variable& x) {
 }
 
 absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("add", {{"a", &a.data()}, {"b", &b.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Add(a, b));
   ASSIGN_OR_RETURN(Tensor y, cpu::Add(a.data(), b.data()));
   return RecordOperation(std::move(y), "add", {a.GradientEdge(), b.GradientEdge()},
                          [](const Tensor& g) -> Grads {
@@ -198,6 +256,8 @@ absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
 }
 
 absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
+  ASSIGN_OR_RETURN(Device device, OpDevice("mul", {{"a", &a.data()}, {"b", &b.data()}}));
+  PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Mul(a, b));
   ASSIGN_OR_RETURN(Tensor y, cpu::Mul(a.data(), b.data()));
   return RecordOperation(std::move(y), "mul", {a.GradientEdge(), b.GradientEdge()},
                          [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
@@ -208,6 +268,9 @@ absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
 }
 
 absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& indices) {
+  ASSIGN_OR_RETURN(Device device,
+                   OpDevice("embedding", {{"weight", &weight.data()}, {"indices", &indices}}));
+  if (device.is_cuda()) return NotOnCuda("embedding", device);
   ASSIGN_OR_RETURN(Tensor y, cpu::EmbeddingForward(weight.data(), indices));
   return RecordOperation(std::move(y), "embedding", {weight.GradientEdge()},
                          [indices, rows = weight.shape()[0]](const Tensor& g) -> Grads {

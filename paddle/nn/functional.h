@@ -7,6 +7,12 @@
 // is on, records a node holding what its backward needs (inputs, pooling workspace, batch
 // statistics, dropout mask). Errors from a kernel (wrong shapes, bad labels) come back as a
 // Status naming the operation; nothing is recorded then.
+//
+// Devices: each operation runs the paddle/ops/cpu kernel when its tensors are on the CPU and the
+// paddle/ops/cuda one when they are all on one CUDA device (device_dispatch.h); tensors on
+// different devices are kInvalidArgument naming the operation, the tensors and their devices.
+// On CUDA every operation runs except Embedding (kUnimplemented naming the device) and the
+// backward of BatchNorm in evaluation mode.
 #ifndef PADDLE_NN_FUNCTIONAL_H_
 #define PADDLE_NN_FUNCTIONAL_H_
 
@@ -20,6 +26,24 @@
 namespace paddle::nn::functional {
 
 using autograd::Variable;
+
+// Note [bf16 autocast] (functional_cuda.h): while on, Linear on CUDA float32 tensors computes its
+// GEMMs in bf16 with fp32 accumulation and returns fp32 values and gradients. Per thread, off by
+// default, like GradMode.
+bool AutocastBf16Enabled();
+void SetAutocastBf16(bool on);
+class AutocastBf16Guard {
+ public:
+  explicit AutocastBf16Guard(bool on = true) : previous_(AutocastBf16Enabled()) {
+    SetAutocastBf16(on);
+  }
+  ~AutocastBf16Guard() { SetAutocastBf16(previous_); }
+  AutocastBf16Guard(const AutocastBf16Guard&) = delete;
+  AutocastBf16Guard& operator=(const AutocastBf16Guard&) = delete;
+
+ private:
+  bool previous_;
+};
 
 // x [N, in], w [out, in], b [out] (undefined for none).
 absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Variable& b);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle/core/status.h"
+#include "paddle/nn/device_dispatch.h"
 
 namespace paddle::nn {
 
@@ -92,13 +93,43 @@ absl::Status Module::LoadStateDict(const std::map<std::string, Tensor>& state, b
     auto it = state.find(name);
     if (it == state.end()) continue;
     Tensor dst = v.data();
-    RETURN_IF_ERROR(dst.CopyFrom(it->second));
+    RETURN_IF_ERROR(internal::CopyInto(it->second, dst));
   }
   return absl::OkStatus();
 }
 
 void Module::ZeroGrad() {
   for (auto& [name, v] : NamedParameters()) v.ZeroGrad();
+}
+
+absl::Status Module::To(Device device) {
+  RETURN_IF_ERROR(internal::CheckDeviceUsable(device));
+  std::vector<std::pair<std::string, Variable>> entries = NamedParameters();
+  for (auto& entry : NamedBuffers()) entries.push_back(std::move(entry));
+  // Copy everything first, so that a failure leaves the module where it was.
+  std::vector<Tensor> moved;
+  moved.reserve(entries.size());
+  for (const auto& [name, v] : entries) {
+    absl::StatusOr<Tensor> t = internal::MoveTensor(v.data(), device);
+    if (!t.ok()) {
+      return Annotate(t.status(), absl::StrCat("moving '", name, "' of the ", type_, " to ",
+                                               device.ToString()));
+    }
+    moved.push_back(*std::move(t));
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Variable& v = entries[i].second;
+    if (v.data().device() == device) continue;
+    v.ResetGrad();
+    RETURN_IF_ERROR(v.set_data(moved[i]));  // same shape and dtype: cannot fail
+  }
+  return absl::OkStatus();
+}
+
+Device Module::device() const {
+  for (const auto& [name, v] : NamedParameters()) return v.data().device();
+  for (const auto& [name, v] : NamedBuffers()) return v.data().device();
+  return Device::Cpu();
 }
 
 void Module::Train(bool on) {

@@ -38,9 +38,17 @@ class Module {
   std::map<std::string, Tensor> StateDict() const;
   // Copies values in; with `strict`, a missing or unexpected name is an error. Any shape or
   // dtype mismatch is an error naming the entry and both shapes. Nothing is changed on error.
+  // Values may come from any device; they are copied to where the module's tensors are.
   absl::Status LoadStateDict(const std::map<std::string, Tensor>& state, bool strict = true);
 
   void ZeroGrad();
+  // Moves every parameter and buffer to `device` (copies through ToDevice; values kept, gradients
+  // dropped, the Variables themselves stay the same objects so optimizers built later see the
+  // moved values). All or nothing: on error (kFailedPrecondition "no CUDA device/driver: ..."
+  // without a GPU, kInvalidArgument for a device that does not exist) nothing has moved.
+  absl::Status To(Device device);
+  // Where the first parameter (else buffer) lives; the CPU for a module with neither.
+  Device device() const;
   // Training mode (batch statistics, dropout on) or evaluation mode, for the whole subtree.
   void Train(bool on = true);
   void Eval() { Train(false); }

@@ -8,6 +8,13 @@
 #include "paddle/core/autograd/grad_mode.h"
 #include "paddle/core/status.h"
 
+#if PADDLE_WITH_CUDA
+#include "paddle/core/cuda/cuda_allocator.h"
+#include "paddle/core/cuda/cuda_copy.h"
+#include "paddle/ops/cuda/elementwise.h"
+#include "paddle/ops/cuda/handles.h"
+#endif
+
 namespace paddle::optim {
 namespace {
 
@@ -17,6 +24,42 @@ std::string ParamKey(const std::string& param, const std::string& what) {
 }
 
 bool SupportedDType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
+
+// Zeroed state like `value` on its device.
+absl::StatusOr<Tensor> ZerosLike(const Tensor& value) {
+  if (value.device().is_cpu()) return Tensor::Zeros(value.shape(), value.dtype());
+#if PADDLE_WITH_CUDA
+  ASSIGN_OR_RETURN(Allocator * allocator, CudaAllocator(value.device().index));
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(value.shape(), value.dtype(), allocator));
+  RETURN_IF_ERROR(ops::cuda::Fill(&t, 0.0f));
+  return t;
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("optimizer state for ", value.ToString(), ": built without CUDA"));
+#endif
+}
+
+// A host copy of `t` (deep for CPU tensors).
+absl::StatusOr<Tensor> HostCopy(const Tensor& t) {
+  if (t.device().is_cpu()) return t.Clone();
+#if PADDLE_WITH_CUDA
+  return ToDevice(t, Device::Cpu(), ops::cuda::CurrentStream());
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("copying ", t.ToString(), ": built without CUDA"));
+#endif
+}
+
+// dst = src for dst on any device, src on the host.
+absl::Status CopyInto(Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu()) return dst.CopyFrom(src);
+#if PADDLE_WITH_CUDA
+  return CopyTensor(src, dst, ops::cuda::CurrentStream());
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("copying into ", dst.ToString(), ": built without CUDA"));
+#endif
+}
 
 }  // namespace
 
@@ -62,16 +105,30 @@ absl::Status Optimizer::Init() {
                                                      ") is used by an earlier parameter too"));
     }
     const Tensor& value = p.var.data();
-    if (!SupportedDType(value.dtype()) || !value.device().is_cpu() || !value.is_contiguous()) {
+    if (value.device().is_cuda()) {
+      if (!SupportsCuda()) {
+        return absl::UnimplementedError(
+            absl::StrCat("parameter '", name, "' is ", value.ToString(),
+                         "; this optimizer updates CPU parameters only so far (SGD also updates "
+                         "CUDA ones): use SGD or keep the model on the CPU"));
+      }
+      if (value.dtype() != DType::kFloat32 || !value.is_contiguous()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter '", name, "' is ", value.ToString(),
+                         (value.is_contiguous() ? "" : " (not contiguous)"),
+                         "; CUDA parameters must be contiguous float32 (master weights)"));
+      }
+    } else if (!SupportedDType(value.dtype()) || !value.is_contiguous()) {
       return absl::InvalidArgumentError(
           absl::StrCat("parameter '", name, "' is ", value.ToString(),
                        (value.is_contiguous() ? "" : " (not contiguous)"),
                        "; optimizers need contiguous float32 or float64 CPU tensors"));
     }
     p.excluded = exclude_(name, p.var);
+    p.device = value.device();
     p.slots.clear();
     for (size_t s = 0; s < slot_names_.size(); ++s) {
-      ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(value.shape(), value.dtype()));
+      ASSIGN_OR_RETURN(Tensor t, ZerosLike(value));
       p.slots.push_back(std::move(t));
     }
   }
@@ -86,24 +143,44 @@ absl::Status Optimizer::Step() {
     const Tensor& grad = p.var.grad();
     if (!grad.defined()) continue;
     const Tensor& value = p.var.data();
-    if (!value.is_contiguous() || !value.device().is_cpu()) {
+    // The state lives where the parameter was at Create (Note [CUDA parameters]).
+    const Device home = p.device;
+    if (!value.is_contiguous() || value.device() != home ||
+        (value.device().is_cuda() && !SupportsCuda())) {
       return absl::FailedPreconditionError(absl::StrCat(
           "step ", step_count_ + 1, ": parameter '", p.var.name(), "' is now ", value.ToString(),
-          ", not contiguous CPU memory; the optimizer updates it in place"));
+          ", not contiguous memory on ", home.ToString(),
+          "; the optimizer updates it in place (move the model before creating the optimizer)"));
     }
     // set_grad and gradient accumulation keep gradients contiguous; only the device can be off.
-    if (!grad.is_contiguous() || !grad.device().is_cpu()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("step ", step_count_ + 1, ": the gradient of '", p.var.name(), "' is ",
-                       grad.ToString(), "; optimizers read contiguous CPU gradients"));
+    if (!grad.is_contiguous() || grad.device() != value.device()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step_count_ + 1, ": the gradient of '", p.var.name(), "' is ", grad.ToString(),
+          "; optimizers read contiguous gradients on the device of "
+          "the parameter (",
+          value.device().ToString(), ")"));
     }
     updates.push_back(ParamUpdate{value, grad, &p.slots, p.step + 1, p.excluded});
     updated.push_back(&p);
   }
-  for (const ParamUpdate& u : updates) Update(u);
-  for (ParamState* p : updated) ++p->step;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    const ParamUpdate& u = updates[i];
+    if (u.value.device().is_cpu()) {
+      Update(u);
+    } else {
+      RETURN_IF_ERROR(Annotate(UpdateCuda(u), absl::StrCat("step ", step_count_ + 1, ": updating '",
+                                                           updated[i]->var.name(), "' on ",
+                                                           u.value.device().ToString())));
+    }
+    ++updated[i]->step;
+  }
   ++step_count_;
   return absl::OkStatus();
+}
+
+absl::Status Optimizer::UpdateCuda(const ParamUpdate& p) {
+  return absl::UnimplementedError(
+      absl::StrCat("no CUDA update for ", p.value.ToString(), " in this optimizer"));
 }
 
 void Optimizer::ZeroGrad() {
@@ -119,7 +196,7 @@ absl::Status Optimizer::SaveState(std::map<std::string, Tensor>* tensors,
   for (const ParamState& p : params_) {
     (*ints)[ParamKey(p.var.name(), "step")] = p.step;
     for (size_t s = 0; s < slot_names_.size(); ++s) {
-      ASSIGN_OR_RETURN(Tensor copy, p.slots[s].Clone());
+      ASSIGN_OR_RETURN(Tensor copy, HostCopy(p.slots[s]));
       (*tensors)[ParamKey(p.var.name(), slot_names_[s])] = std::move(copy);
     }
   }
@@ -155,7 +232,7 @@ absl::Status Optimizer::LoadState(const std::map<std::string, Tensor>& tensors,
       }
       const Tensor& src = it->second;
       if (!src.defined() || src.shape() != p.slots[s].shape() ||
-          src.dtype() != p.slots[s].dtype() || !src.device().is_cpu()) {
+          src.dtype() != p.slots[s].dtype() || !src.device().is_cpu()) {  // host state only
         return absl::InvalidArgumentError(absl::StrCat("optimizer state: tensor '", key, "' is ",
                                                        src.defined() ? src.ToString() : "undefined",
                                                        ", expected ", p.slots[s].ToString()));
@@ -166,7 +243,7 @@ absl::Status Optimizer::LoadState(const std::map<std::string, Tensor>& tensors,
   size_t k = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].step = steps[i];
-    for (Tensor& slot : params_[i].slots) RETURN_IF_ERROR(slot.CopyFrom(*sources[k++]));
+    for (Tensor& slot : params_[i].slots) RETURN_IF_ERROR(CopyInto(slot, *sources[k++]));
   }
   step_count_ = step_count;
   return absl::OkStatus();

@@ -3,7 +3,9 @@
 // An optimizer owns, per parameter, its state tensors ("slots": momentum buffers, Adam moments) and
 // a per-parameter update count, and updates each parameter's value in place, through the
 // Variable's data() memory, so views of that memory (a reducer's buckets, a checkpoint writer)
-// see the new values without a copy. Parameters are float32 or float64, contiguous, on the CPU.
+// see the new values without a copy. Parameters are float32 or float64, contiguous, on the CPU;
+// or, for optimizers that say so (SupportsCuda: SGD), contiguous float32 on a CUDA device, with
+// their state on that device and the update run by a GPU kernel (Note [CUDA parameters]).
 //
 // Construction goes through each optimizer's static Create, which validates the parameters (every
 // one defined, named, names unique, a supported dtype and layout) and allocates zeroed state, so a
@@ -20,6 +22,13 @@
 // (Goyal et al. 2017; You et al. 2017, 2019). By default every parameter with fewer than two
 // dimensions is excluded from both; an `ExcludePredicate` in the options overrides that choice.
 // Unlike PyTorch, this applies to SGD and Adam weight decay too; pass `ExcludeNone()` to decay all.
+//
+// Note [CUDA parameters]: for a CUDA parameter Step() checks the gradient is on the parameter's
+// device and then enqueues the update on the calling thread's op stream (paddle/ops/cuda/handles.h,
+// asynchronous like every GPU op). A launch failure is returned as it happens, so unlike the CPU
+// path an error on the GPU can leave earlier parameters updated. Adam, LARS and LAMB reject CUDA
+// parameters in Create (kUnimplemented). SaveState copies CUDA state to the host; LoadState copies
+// host state onto the device.
 //
 // Checkpoint state (SaveState/LoadState) uses the keys
 //   "optim/step"                  ints:    number of Step() calls
@@ -99,12 +108,17 @@ class Optimizer {
   absl::Status Init();
   // Applies the rule to one parameter. Cannot fail: Step() has validated everything.
   virtual void Update(const ParamUpdate& p) = 0;
+  // Note [CUDA parameters]: whether UpdateCuda is implemented, and the update of a CUDA parameter
+  // (value, gradient and slots on one CUDA device).
+  virtual bool SupportsCuda() const { return false; }
+  virtual absl::Status UpdateCuda(const ParamUpdate& p);
 
  private:
   struct ParamState {
     autograd::Variable var;
     bool excluded = false;
     int64_t step = 0;
+    Device device;  // where the value was at Create, where the state lives
     std::vector<Tensor> slots;
   };
 

@@ -6,6 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "paddle/core/status.h"
 
+#if PADDLE_WITH_CUDA
+#include "paddle/ops/cuda/sgd.h"
+#endif
+
 namespace paddle::optim {
 namespace {
 
@@ -82,6 +86,24 @@ void Sgd::Update(const ParamUpdate& p) {
     SgdUpdate<double>(options_, lr(), first, p.excluded, p.value.data<double>(),
                       p.grad.data<double>(), buf, n);
   }
+}
+
+absl::Status Sgd::UpdateCuda(const ParamUpdate& p) {
+#if PADDLE_WITH_CUDA
+  ops::cuda::kernels::SgdParams k;
+  k.lr = static_cast<float>(lr());
+  k.momentum = static_cast<float>(options_.momentum);
+  k.dampening = static_cast<float>(options_.dampening);
+  k.weight_decay = p.excluded ? 0.0f : static_cast<float>(options_.weight_decay);
+  k.nesterov = options_.nesterov;
+  k.first = p.step == 1;
+  Tensor value = p.value;
+  Tensor* buf = p.slots->empty() ? nullptr : &(*p.slots)[0];
+  return ops::cuda::SgdUpdate(&value, p.grad, buf, k);
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("SGD update of ", p.value.ToString(), ": built without CUDA"));
+#endif
 }
 
 }  // namespace paddle::optim

@@ -6,7 +6,8 @@
 //   momentum * buf + (1 - dampening) * g   afterwards g = nesterov ? g + momentum * buf : buf (only
 //   with momentum != 0) w -= lr * g
 //
-// State slot "momentum" exists only when momentum != 0.
+// State slot "momentum" exists only when momentum != 0. CUDA parameters (float32) are updated by
+// ops::cuda::SgdUpdate (Note [CUDA parameters] in optimizer.h).
 #ifndef PADDLE_OPTIM_SGD_H_
 #define PADDLE_OPTIM_SGD_H_
 
@@ -36,6 +37,9 @@ class Sgd final : public Optimizer {
  private:
   Sgd(std::vector<autograd::Variable> params, SgdOptions options);
   void Update(const ParamUpdate& p) override;
+  // ops::cuda::SgdUpdate: the same math in one fused kernel over fp32 CUDA tensors.
+  bool SupportsCuda() const override { return true; }
+  absl::Status UpdateCuda(const ParamUpdate& p) override;
 
   SgdOptions options_;
 };

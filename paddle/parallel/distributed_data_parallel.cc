@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "paddle/collective/reducer/device_memory.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -40,15 +41,29 @@ absl::Status WaitFor(const std::shared_ptr<Work>& work, const std::string& what)
   return Annotate(work->Wait(), what);
 }
 
+// Allgather(v) of host tensors through `device` (Note [DDP devices]).
+absl::Status HostAllgather(Communicator* comm, const Tensor& in, Tensor& out, Device device,
+                           CallOptions call, const std::string& what,
+                           const std::vector<int64_t>* counts = nullptr) {
+  ASSIGN_OR_RETURN(Tensor in_dev, reducer_internal::ToCommDevice(in, device));
+  ASSIGN_OR_RETURN(Tensor out_dev, reducer_internal::ToCommDevice(out, device));
+  std::shared_ptr<Work> work = counts == nullptr ? comm->Allgather(in_dev, out_dev, call)
+                                                 : comm->Allgatherv(in_dev, out_dev, *counts, call);
+  RETURN_IF_ERROR(WaitFor(work, what));
+  if (out_dev.data() == out.data()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Tensor host, reducer_internal::ToHost(out_dev));
+  return out.CopyFrom(host);
+}
+
 // Note [Model agreement].
 absl::Status CheckSameModel(const std::vector<std::string>& lines, Communicator* comm,
-                            CallOptions call) {
+                            Device device, CallOptions call) {
   const int world = comm->size();
   const std::string text = absl::StrJoin(lines, "\n");
   ASSIGN_OR_RETURN(Tensor hash, Tensor::Empty({1}, DType::kInt64));
   ASSIGN_OR_RETURN(Tensor hashes, Tensor::Empty({world}, DType::kInt64));
   hash.data<int64_t>()[0] = static_cast<int64_t>(Fnv1a(text));
-  RETURN_IF_ERROR(WaitFor(comm->Allgather(hash, hashes, call), "comparing model hashes"));
+  RETURN_IF_ERROR(HostAllgather(comm, hash, hashes, device, call, "comparing model hashes"));
   bool same = true;
   for (int r = 1; r < world; ++r)
     same = same && hashes.data<int64_t>()[r] == hashes.data<int64_t>()[0];
@@ -59,7 +74,7 @@ absl::Status CheckSameModel(const std::vector<std::string>& lines, Communicator*
   ASSIGN_OR_RETURN(Tensor lengths, Tensor::Empty({world}, DType::kInt64));
   length.data<int64_t>()[0] = static_cast<int64_t>(text.size());
   RETURN_IF_ERROR(
-      WaitFor(comm->Allgather(length, lengths, call), "gathering model description lengths"));
+      HostAllgather(comm, length, lengths, device, call, "gathering model description lengths"));
   std::vector<int64_t> counts(lengths.data<int64_t>(), lengths.data<int64_t>() + world);
   int64_t total = 0;
   for (int64_t c : counts) total += c;
@@ -67,7 +82,7 @@ absl::Status CheckSameModel(const std::vector<std::string>& lines, Communicator*
   ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({total}, DType::kUInt8));
   if (!text.empty()) std::memcpy(mine.data(), text.data(), text.size());
   RETURN_IF_ERROR(
-      WaitFor(comm->Allgatherv(mine, all, counts, call), "gathering model descriptions"));
+      HostAllgather(comm, mine, all, device, call, "gathering model descriptions", &counts));
   std::vector<std::vector<std::string>> per_rank;
   int64_t offset = 0;
   for (int r = 0; r < world; ++r) {
@@ -134,7 +149,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   reducer_options.store = options.store;
   const CallOptions call{options.timeout};
 
-  RETURN_IF_ERROR(CheckSameModel(DescribeModel(*module), comm, call));
+  // Note [DDP devices]: the model's device carries the agreement's small collectives too.
+  RETURN_IF_ERROR(CheckSameModel(DescribeModel(*module), comm, module->device(), call));
   RETURN_IF_ERROR(BroadcastFromRankZero(*module, comm, call));
   std::vector<Reducer::NamedParameter> params;
   for (auto& [name, var] : module->NamedParameters()) {

@@ -13,6 +13,11 @@
 // in order), and the ranks allgather a 64-bit hash of the description. If any hash differs, the
 // ranks allgather the descriptions themselves and every rank fails with the first differences
 // (entry, name, and what each rank has), instead of reducing mismatched buckets.
+//
+// Note [DDP devices]: the module may live on the CPU or on one CUDA device (Module::To before
+// Create). With CUDA parameters the broadcast runs on them directly and the model-agreement
+// collectives copy their small host tensors to that device first, so a CUDA-only communicator
+// (backend=nccl) works; the Reducer keeps its buckets on that device (Note [Reducer devices]).
 #ifndef PADDLE_PARALLEL_DISTRIBUTED_DATA_PARALLEL_H_
 #define PADDLE_PARALLEL_DISTRIBUTED_DATA_PARALLEL_H_
 

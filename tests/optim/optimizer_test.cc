@@ -65,10 +65,12 @@ TEST(OptimizerTest, RejectsBadParameters) {
   s = make({autograd::Variable(transposed, true, "t")}).status();
   EXPECT_TRUE(HasSubstr(s, "(not contiguous)")) << s;
 
-  float fake[2];
-  Tensor on_gpu = *Tensor::FromBlob(fake, {2}, DType::kFloat32, Device::Cuda(0));
+  // SGD updates float32 CUDA parameters (Note [CUDA parameters]); other dtypes are rejected.
+  double fake[2];
+  Tensor on_gpu = *Tensor::FromBlob(fake, {2}, DType::kFloat64, Device::Cuda(0));
   s = make({autograd::Variable(on_gpu, true, "gpu")}).status();
-  EXPECT_TRUE(HasSubstr(s, "parameter 'gpu' is float32[2] on cuda")) << s;
+  EXPECT_TRUE(HasSubstr(s, "parameter 'gpu' is float64[2] on cuda")) << s;
+  EXPECT_TRUE(HasSubstr(s, "CUDA parameters must be contiguous float32")) << s;
 }
 
 TEST(OptimizerTest, DefaultExclusionIsBelowTwoDimensions) {
@@ -153,12 +155,20 @@ TEST(OptimizerTest, StepIsAllOrNothing) {
   EXPECT_EQ((*sgd)->step_count(), 0);
   EXPECT_EQ((*sgd)->param_step(0), 0);
 
+  // A gradient on another device than its parameter is refused when set (and by accumulation),
+  // so Step never sees one.
   float fake[4];
   ASSERT_TRUE(b.set_data(MakeTensor({2, 2}, {1, 2, 3, 4})).ok());
+  s = b.set_grad(*Tensor::FromBlob(fake, {2, 2}, DType::kFloat32, Device::Cuda(0)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(HasSubstr(s, "got float32[2, 2] on cuda:0")) << s;
+  // A parameter moved to the GPU after Create: Step refuses before anything moves.
+  ASSERT_TRUE(b.set_data(*Tensor::FromBlob(fake, {2, 2}, DType::kFloat32, Device::Cuda(0))).ok());
+  b.ResetGrad();
   ASSERT_TRUE(b.set_grad(*Tensor::FromBlob(fake, {2, 2}, DType::kFloat32, Device::Cuda(0))).ok());
   s = (*sgd)->Step();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(HasSubstr(s, "the gradient of 'b' is float32[2, 2] on cuda")) << s;
+  EXPECT_TRUE(HasSubstr(s, "parameter 'b' is now float32[2, 2] on cuda:0")) << s;
   EXPECT_EQ(Values(a.data()), (std::vector<double>{1, 2, 3, 4}));
 }
 

@@ -11,11 +11,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "paddle/core/half.h"
+#include "paddle/collective/reducer/device_memory.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
+
+using reducer_internal::Convert;
+using reducer_internal::CopyValues;
+using reducer_internal::EmptyOn;
+using reducer_internal::ToCommDevice;
+using reducer_internal::ToHost;
+using reducer_internal::ZerosOn;
 
 struct Reducer::Bucket {
   DType dtype = DType::kFloat32;
@@ -58,7 +65,15 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
   if (comm == nullptr) return absl::InvalidArgumentError("Reducer needs a communicator");
   std::set<const void*> ids;
   std::vector<BucketParam> sizes;
+  // Note [Reducer devices]: every parameter on one device, the buckets' device.
+  const Device device = params.empty() ? Device::Cpu() : params.front().second.data().device();
   for (const auto& [name, var] : params) {
+    if (var.defined() && var.data().device() != device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", name, "' is ", var.data().ToString(), " but parameter '",
+                       params.front().first, "' is on ", device.ToString(),
+                       "; the Reducer needs every parameter on one device (move the whole model)"));
+    }
     if (!var.defined() || !var.is_leaf() || !var.requires_grad()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "parameter '", name, "' must be a defined leaf Variable that requires a gradient"));
@@ -77,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
   ASSIGN_OR_RETURN(BucketLayout layout,
                    AssignBuckets(sizes, {options.first_bucket_bytes, options.bucket_bytes}));
   std::unique_ptr<Reducer> reducer(new Reducer(std::move(params), comm, options));
+  reducer->device_ = device;
   RETURN_IF_ERROR(reducer->Build(layout));
   for (int64_t i = 0; i < static_cast<int64_t>(reducer->params_.size()); ++i) {
     Reducer* self = reducer.get();
@@ -111,12 +127,12 @@ absl::Status Reducer::Build(const BucketLayout& layout) {
     bucket->dtype = params_[layout[b].front()].var.data().dtype();
     int64_t numel = 0;
     for (int64_t index : layout[b]) numel += params_[index].var.data().numel();
-    ASSIGN_OR_RETURN(bucket->flat, Tensor::Zeros({numel}, bucket->dtype));
+    ASSIGN_OR_RETURN(bucket->flat, ZerosOn(numel, bucket->dtype, device_));
     bucket->wire = bucket->flat;
     if (options_.compression != Compression::kNone && bucket->dtype == DType::kFloat32) {
       const DType half =
           options_.compression == Compression::kFp16 ? DType::kFloat16 : DType::kBFloat16;
-      ASSIGN_OR_RETURN(bucket->wire, Tensor::Empty({numel}, half));
+      ASSIGN_OR_RETURN(bucket->wire, EmptyOn(numel, half, device_));
     }
     int64_t offset = 0;
     for (int64_t index : layout[b]) {
@@ -124,7 +140,7 @@ absl::Status Reducer::Build(const BucketLayout& layout) {
       const int64_t n = p.var.data().numel();
       ASSIGN_OR_RETURN(Tensor slice, bucket->flat.Slice(0, offset, offset + n));
       ASSIGN_OR_RETURN(Tensor view, slice.View(p.var.shape()));
-      if (p.var.grad().defined()) RETURN_IF_ERROR(view.CopyFrom(p.var.grad()));
+      if (p.var.grad().defined()) RETURN_IF_ERROR(CopyValues(p.var.grad(), view));
       RETURN_IF_ERROR(p.var.set_grad(view));
       p.bucket = static_cast<int>(b);
       p.offset = offset;
@@ -187,14 +203,11 @@ void Reducer::LaunchReadyBuckets() {
   while (next_launch_ < num_buckets() && buckets_[next_launch_]->pending == 0) {
     Bucket& bucket = *buckets_[next_launch_];
     if (bucket.wire.data() != bucket.flat.data()) {
-      const auto* in = static_cast<const float*>(bucket.flat.data());
-      auto* out = static_cast<uint16_t*>(bucket.wire.data());
-      const auto n = static_cast<size_t>(bucket.flat.numel());
-      if (options_.compression == Compression::kFp16) {
-        FloatToHalf(in, out, n);
-      } else {
-        FloatToBFloat16(in, out, n);
-      }
+      // On CUDA enqueued before the collective on the same (op) stream, which the NCCL stream
+      // waits for. Fails only on a CUDA launch error: the collective then still runs (every rank
+      // must issue it) and the error is reported by FinalizeBackward.
+      const absl::Status converted = Convert(bucket.flat, bucket.wire);
+      if (!converted.ok() && hook_error_.ok()) hook_error_ = converted;
     }
     bucket.launched = absl::Now();
     bucket.work = comm_->Allreduce(bucket.wire, ReduceOp::kAvg, CallOptions{options_.timeout});
@@ -233,6 +246,7 @@ absl::Status Reducer::FinalizeBackward() {
   const absl::Status waited = WaitAll();
   stats_.comm_wait_time += absl::Now() - comm_start;
   RETURN_IF_ERROR(waited);
+  if (!hook_error_.ok()) return std::exchange(hook_error_, absl::OkStatus());
 
   std::fill(used_.begin(), used_.end(), false);
   ++stats_.synced_iterations;
@@ -249,8 +263,12 @@ absl::Status Reducer::CheckUnused() {
     ASSIGN_OR_RETURN(Tensor mine, Tensor::Empty({n}, DType::kUInt8));
     ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({n * world}, DType::kUInt8));
     for (int64_t i = 0; i < n; ++i) mine.data<uint8_t>()[i] = used_[i] ? 1 : 0;
-    std::shared_ptr<Work> work = comm_->Allgather(mine, all, CallOptions{options_.timeout});
+    // Note [Reducer devices]: through the buckets' device (NCCL takes CUDA tensors only).
+    ASSIGN_OR_RETURN(Tensor mine_dev, ToCommDevice(mine, device_));
+    ASSIGN_OR_RETURN(Tensor all_dev, ToCommDevice(all, device_));
+    std::shared_ptr<Work> work = comm_->Allgather(mine_dev, all_dev, CallOptions{options_.timeout});
     RETURN_IF_ERROR(Annotate(work->Wait(), "agreeing on unused parameters (allgather)"));
+    ASSIGN_OR_RETURN(all, ToHost(all_dev));
     std::vector<std::string> disagreements;
     const uint8_t* used = all.data<uint8_t>();
     for (int64_t i = 0; i < n; ++i) {
@@ -295,14 +313,8 @@ absl::Status Reducer::WaitAll() {
     }
     bucket.work = nullptr;
     if (bucket.wire.data() != bucket.flat.data()) {
-      const auto* in = static_cast<const uint16_t*>(bucket.wire.data());
-      auto* out = static_cast<float*>(bucket.flat.data());
-      const auto n = static_cast<size_t>(bucket.flat.numel());
-      if (options_.compression == Compression::kFp16) {
-        HalfToFloat(in, out, n);
-      } else {
-        BFloat16ToFloat(in, out, n);
-      }
+      RETURN_IF_ERROR(Annotate(Convert(bucket.wire, bucket.flat),
+                               absl::StrCat("decompressing ", DescribeBucket(b))));
     }
     stats_.bytes_reduced += static_cast<int64_t>(bucket.wire.nbytes());
     if (callback_) {
@@ -389,8 +401,10 @@ absl::Status Reducer::Rebuild() {
   ASSIGN_OR_RETURN(Tensor order, Tensor::Empty({n}, DType::kInt64));
   std::copy(order_.begin(), order_.end(), order.data<int64_t>());
   if (n > 0) {
-    RETURN_IF_ERROR(Annotate(comm_->Broadcast(order, 0, CallOptions{options_.timeout})->Wait(),
+    ASSIGN_OR_RETURN(Tensor order_dev, ToCommDevice(order, device_));
+    RETURN_IF_ERROR(Annotate(comm_->Broadcast(order_dev, 0, CallOptions{options_.timeout})->Wait(),
                              "broadcasting rank 0's gradient order for the bucket rebuild"));
+    ASSIGN_OR_RETURN(order, ToHost(order_dev));
   }
   std::vector<BucketParam> sizes;
   for (const Param& p : params_) {

@@ -37,6 +37,15 @@
 // dividing first keeps small gradients out of the half-precision subnormal range; summing
 // world-size values of the typical gradient magnitude does not approach the fp16 maximum. Other
 // dtypes are reduced uncompressed.
+//
+// Note [Reducer devices]: all parameters must be on one device, and the buckets live there: CUDA
+// gradients get CUDA buckets (CudaAllocator memory; the gradients are views into them as on the
+// CPU). A ready bucket's allreduce is issued from the hook as soon as it is ready, so on the GPU it
+// overlaps the rest of the backward pass: the NCCL communicator orders its own stream after the
+// legacy default stream (Note [NCCL streams]), where the gradient kernels run (ops::cuda's
+// CurrentStream(), which must stay the legacy default stream for this ordering). Compression
+// converts on the device. The small host-side collectives (unused-parameter agreement, the
+// rebuild's order broadcast) are staged through the device, since NCCL takes CUDA tensors only.
 #ifndef PADDLE_COLLECTIVE_REDUCER_REDUCER_H_
 #define PADDLE_COLLECTIVE_REDUCER_REDUCER_H_
 
@@ -155,6 +164,7 @@ class Reducer {
 
   Communicator* comm_;
   ReducerOptions options_;
+  Device device_ = Device::Cpu();  // Note [Reducer devices]
   std::vector<Param> params_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   BucketCallback callback_;

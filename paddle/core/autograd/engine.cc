@@ -13,6 +13,15 @@ namespace paddle::autograd {
 namespace {
 
 absl::StatusOr<Tensor> OnesLike(const Tensor& t) {
+  if (!t.device().is_cpu()) {  // Note [Gradient arithmetic on devices]
+    if (t.dtype() != DType::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("backward from a ", t.ToString(), " root; need a float32 root"));
+    }
+    ASSIGN_OR_RETURN(Tensor ones, CloneGradient(t));
+    RETURN_IF_ERROR(FillGradient(&ones, 1.0f));
+    return ones;
+  }
   ASSIGN_OR_RETURN(Tensor ones, Tensor::Empty(t.shape(), t.dtype()));
   switch (t.dtype()) {
     case DType::kFloat32:

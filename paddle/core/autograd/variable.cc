@@ -1,7 +1,9 @@
 // Variable state, leaf gradient accumulation and the gradient-ready hooks.
 #include "paddle/core/autograd/variable.h"
 
+#include <array>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -36,8 +38,10 @@ const std::string& EmptyName() {
   return *empty;
 }
 
-absl::Status CheckSameLayout(const Tensor& a, const Tensor& b, const char* what) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
+absl::Status CheckSameLayout(const Tensor& a, const Tensor& b, const char* what,
+                             bool same_device = true) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() ||
+      (same_device && a.device() != b.device())) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": expected ", a.ToString(), ", got ", b.ToString()));
   }
@@ -65,7 +69,67 @@ absl::Status AddRaw(void* dst, const void* a, const void* b, int64_t n, DType dt
   }
 }
 
+// Note [Gradient arithmetic on devices]: one slot per DeviceType.
+struct DeviceOpsRegistry {
+  std::mutex mu;
+  std::array<DeviceGradientOps, 2> ops;
+};
+
+DeviceOpsRegistry& Registry() {
+  static DeviceOpsRegistry* registry = new DeviceOpsRegistry();
+  return *registry;
+}
+
 }  // namespace
+
+void SetDeviceGradientOps(DeviceType type, DeviceGradientOps ops) {
+  PADDLE_CHECK(type != DeviceType::kCpu) << "CPU gradient arithmetic is built in";
+  DeviceOpsRegistry& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.ops[static_cast<size_t>(type)] = std::move(ops);
+}
+
+absl::StatusOr<DeviceGradientOps> GetDeviceGradientOps(const Tensor& t, const char* what) {
+  DeviceOpsRegistry& r = Registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto index = static_cast<size_t>(t.device().type);
+  if (index < r.ops.size()) {
+    const DeviceGradientOps& ops = r.ops[index];
+    if (ops.accumulate && ops.clone && ops.fill) return ops;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " of a ", t.ToString(),
+                   " gradient: no gradient arithmetic is registered for that device (paddle/nn "
+                   "registers CUDA's when it first runs an operation on a CUDA tensor)"));
+}
+
+absl::StatusOr<Tensor> CloneGradient(const Tensor& t) {
+  if (t.device().is_cpu()) return t.Clone();
+  ASSIGN_OR_RETURN(DeviceGradientOps ops, GetDeviceGradientOps(t, "copy"));
+  return ops.clone(t);
+}
+
+absl::Status FillGradient(Tensor* dst, float value) {
+  if (!dst->is_contiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fill of a non-contiguous gradient ", dst->ToString()));
+  }
+  if (!dst->device().is_cpu()) {
+    ASSIGN_OR_RETURN(DeviceGradientOps ops, GetDeviceGradientOps(*dst, "fill"));
+    return ops.fill(dst, value);
+  }
+  switch (dst->dtype()) {
+    case DType::kFloat32:
+      for (int64_t i = 0; i < dst->numel(); ++i) dst->data<float>()[i] = value;
+      return absl::OkStatus();
+    case DType::kFloat64:
+      for (int64_t i = 0; i < dst->numel(); ++i) dst->data<double>()[i] = value;
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("fill of a ", DTypeName(dst->dtype()), " gradient; need a float dtype"));
+  }
+}
 
 Variable::Variable(Tensor data, bool requires_grad, std::string name)
     : impl_(std::make_shared<Impl>()) {
@@ -86,8 +150,9 @@ const Tensor& Variable::data() const { return impl_ ? impl_->data : UndefinedTen
 
 absl::Status Variable::set_data(const Tensor& data) {
   PADDLE_CHECK(impl_ != nullptr) << "set_data on an undefined Variable";
-  RETURN_IF_ERROR(
-      CheckSameLayout(impl_->data, data, absl::StrCat("set_data of '", impl_->name, "'").c_str()));
+  RETURN_IF_ERROR(CheckSameLayout(impl_->data, data,
+                                  absl::StrCat("set_data of '", impl_->name, "'").c_str(),
+                                  /*same_device=*/false));
   impl_->data = data;
   return absl::OkStatus();
 }
@@ -113,7 +178,16 @@ absl::Status Variable::set_grad(const Tensor& grad) {
 void Variable::ZeroGrad() {
   if (!impl_ || !impl_->grad.defined()) return;
   // Contiguous by construction (set_grad checks, accumulation clones contiguously).
-  std::memset(impl_->grad.data(), 0, impl_->grad.nbytes());
+  if (impl_->grad.device().is_cpu()) {
+    std::memset(impl_->grad.data(), 0, impl_->grad.nbytes());
+    return;
+  }
+  const absl::Status s = FillGradient(&impl_->grad, 0.0f);
+  PADDLE_CHECK(s.ok()) << "zeroing the gradient of '" << impl_->name << "': " << s.ToString();
+}
+
+void Variable::ResetGrad() {
+  if (impl_) impl_->grad = Tensor();
 }
 
 int Variable::AddGradReadyHook(GradReadyHook hook) {
@@ -159,7 +233,7 @@ absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> gr
   RETURN_IF_ERROR(CheckSameLayout(leaf.data, incoming,
                                   absl::StrCat("gradient of parameter '", leaf.name, "'").c_str()));
   if (!leaf.grad.defined()) {
-    ASSIGN_OR_RETURN(leaf.grad, incoming.Clone());
+    ASSIGN_OR_RETURN(leaf.grad, CloneGradient(incoming));
   } else {
     RETURN_IF_ERROR(AccumulateInto(&leaf.grad, incoming));
   }
@@ -182,12 +256,21 @@ Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edge
 absl::Status AccumulateInto(Tensor* dst, const Tensor& src) {
   RETURN_IF_ERROR(CheckSameLayout(*dst, src, "accumulate"));
   if (!dst->is_contiguous()) return absl::InvalidArgumentError("accumulate: dst not contiguous");
+  if (!dst->device().is_cpu()) {
+    ASSIGN_OR_RETURN(DeviceGradientOps ops, GetDeviceGradientOps(*dst, "accumulation"));
+    return ops.accumulate(dst, src);
+  }
   ASSIGN_OR_RETURN(Tensor s, src.Contiguous());
   return AddRaw(dst->data(), dst->data(), s.data(), dst->numel(), dst->dtype());
 }
 
 absl::StatusOr<Tensor> AddTensors(const Tensor& a, const Tensor& b) {
   RETURN_IF_ERROR(CheckSameLayout(a, b, "add gradients"));
+  if (!a.device().is_cpu()) {
+    ASSIGN_OR_RETURN(Tensor out, CloneGradient(a));
+    RETURN_IF_ERROR(AccumulateInto(&out, b));
+    return out;
+  }
   ASSIGN_OR_RETURN(Tensor ac, a.Contiguous());
   ASSIGN_OR_RETURN(Tensor bc, b.Contiguous());
   ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(a.shape(), a.dtype()));

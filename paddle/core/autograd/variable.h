@@ -43,7 +43,8 @@ class Variable {
 
   bool defined() const { return impl_ != nullptr; }
   const Tensor& data() const;
-  // Replaces the value (loading a checkpoint, broadcasting parameters); same shape and dtype.
+  // Replaces the value (loading a checkpoint, broadcasting parameters, moving to another device);
+  // same shape and dtype, any device.
   absl::Status set_data(const Tensor& data);
   const Shape& shape() const { return data().shape(); }
   bool requires_grad() const;
@@ -53,10 +54,13 @@ class Variable {
 
   // Leaves only. Undefined until the first backward reaches this leaf or set_grad() is called.
   const Tensor& grad() const;
-  // See Note [Gradients as views]; same shape and dtype as the value.
+  // See Note [Gradients as views]; same shape, dtype and device as the value.
   absl::Status set_grad(const Tensor& grad);
   // Zeroes the gradient in place (keeping its memory); nothing to do while it is undefined.
+  // A non-CPU gradient is zeroed through DeviceGradientOps (a failure there aborts).
   void ZeroGrad();
+  // Drops the gradient (it becomes undefined): for moving a parameter to another device.
+  void ResetGrad();
   // See Note [Gradient ready hooks]. Returns a handle for RemoveGradReadyHook.
   int AddGradReadyHook(GradReadyHook hook);
   void RemoveGradReadyHook(int handle);
@@ -95,7 +99,27 @@ class AccumulateGrad final : public Node {
 Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edges,
                          FunctionNode::BackwardFn backward);
 
-// dst += src for CPU floating-point tensors of the same shape and dtype (any strides for src).
+// See Note [Gradient arithmetic on devices]. Each function handles tensors of its device type.
+struct DeviceGradientOps {
+  // dst += src; same shape, dtype and device, dst contiguous.
+  std::function<absl::Status(Tensor* dst, const Tensor& src)> accumulate;
+  // A new contiguous copy on the same device.
+  std::function<absl::StatusOr<Tensor>(const Tensor& t)> clone;
+  // Every element of the contiguous `dst` = value.
+  std::function<absl::Status(Tensor* dst, float value)> fill;
+};
+// Registers (or replaces) the operations for `type` (not kCpu); thread-safe.
+void SetDeviceGradientOps(DeviceType type, DeviceGradientOps ops);
+// The operations for t's device type, or kFailedPrecondition naming the device and `what`.
+absl::StatusOr<DeviceGradientOps> GetDeviceGradientOps(const Tensor& t, const char* what);
+
+// A contiguous copy of `t` on its device.
+absl::StatusOr<Tensor> CloneGradient(const Tensor& t);
+// Every element of the contiguous `dst` = value, on its device.
+absl::Status FillGradient(Tensor* dst, float value);
+
+// dst += src for floating-point tensors of the same shape, dtype and device (any strides for src on
+// the CPU; DeviceGradientOps elsewhere).
 absl::Status AccumulateInto(Tensor* dst, const Tensor& src);
 // a + b into a new contiguous tensor (same shape and dtype).
 absl::StatusOr<Tensor> AddTensors(const Tensor& a, const Tensor& b);
