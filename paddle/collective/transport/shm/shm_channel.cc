@@ -372,6 +372,9 @@ absl::Status ShmChannel::ReadCma(ShmOp& op, uint64_t address, uint64_t id) {
                            "=0 if this kernel forbids cross-memory attach"))
         .Wrap(Annotate(read, absl::StrCat(op.Describe(*link_), ": reading the message with CMA")));
   }
+  // Complete before acknowledging: once the sender sees the acknowledgement its Send is done,
+  // and whoever learns of that (a barrier, a reply) may look at this receive next.
+  op.Complete(absl::OkStatus());
   std::lock_guard<std::mutex> lock(send_mu_);
   OpList none;  // acknowledgements complete nothing here
   Enqueue(OutMsg{ShmRecordKind::kAck, nullptr, id}, &none);

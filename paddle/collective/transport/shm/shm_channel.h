@@ -154,7 +154,7 @@ class ShmChannel final : public Channel {
   absl::Status ReadInbound(OpList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   absl::Status OnRecord(const ShmRecord& record, const char* payload, OpList* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
-  // Reads a CMA message into `op` and queues its acknowledgement.
+  // Reads a CMA message into `op`, completes it, then queues the acknowledgement.
   absl::Status ReadCma(ShmOp& op, uint64_t address, uint64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   void CompleteAll(OpList& done);

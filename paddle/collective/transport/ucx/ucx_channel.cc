@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<UcxChannel>> UcxChannel::Create(ucp_context_h con
 UcxChannel::~UcxChannel() {
   if (worker_ == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (hello_request_ != nullptr) ucp_request_free(hello_request_);  // released when it ends
   if (close_request_ != nullptr) ucp_request_free(close_request_);
   // An endpoint still open means setup failed before teardown: close it without waiting.
   if (ep_ != nullptr) {
@@ -94,9 +95,19 @@ absl::Status UcxChannel::Connect(const std::string& address, const std::string& 
   ucs_status_ptr_t sent =
       ucp_am_send_nbx(ep_, kHelloAm, nullptr, 0, hello_out_, sizeof(hello_out_), &send);
   if (UCS_PTR_IS_ERR(sent)) UCX_RETURN_IF_ERROR(UCS_PTR_STATUS(sent), what);
-  // Completion needs no callback: the endpoint's flush at close covers it.
-  if (UCS_PTR_IS_PTR(sent)) ucp_request_free(sent);
+  // Still in flight: HelloSent() progresses it to completion during setup.
+  if (UCS_PTR_IS_PTR(sent)) hello_request_ = sent;
   return absl::OkStatus();
+}
+
+bool UcxChannel::HelloSent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hello_request_ == nullptr) return true;
+  if (ucp_request_check_status(hello_request_) == UCS_INPROGRESS) return false;
+  // Done (a failure shows up as an endpoint error, which fails setup on its own).
+  ucp_request_free(hello_request_);
+  hello_request_ = nullptr;
+  return true;
 }
 
 absl::Status UcxChannel::HelloStatus() const {

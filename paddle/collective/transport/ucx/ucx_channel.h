@@ -75,6 +75,11 @@ class UcxChannel final : public Channel {
   // OK once the peer's hello arrived; kUnavailable while it has not; another error if it is not
   // the peer this link expects.
   absl::Status HelloStatus() const;
+  // Whether this side's hello has left (its send completed). A rank must not return from setup
+  // before it has: the send may still need this worker's progress, and a rank that then does
+  // something else for a while (waits in a barrier, say) would leave the peer waiting for the
+  // hello until its connect timeout.
+  bool HelloSent();
 
   int peer() const override { return link_->peer; }
   const std::string& peer_address() const override { return link_->peer_address; }
@@ -137,6 +142,7 @@ class UcxChannel final : public Channel {
   int64_t send_seq_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t recv_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t hello_out_[2] = {0, 0};  // sent from here: must outlive the send
+  void* hello_request_ = nullptr;   // the hello's send while it is in flight (guarded by mu_)
   std::string abort_out_;           // likewise
   std::atomic<bool> abort_sent_{true};
   // 0: no hello yet; 1: hello from the expected peer; 2: hello_error_ says what was wrong.

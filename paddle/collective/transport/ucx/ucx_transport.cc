@@ -209,7 +209,8 @@ absl::Status UcxTransport::AwaitHellos(const TransportOptions& options, const De
     for (int peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_) continue;
       absl::Status hello = channels_[peer]->HelloStatus();
-      if (absl::IsUnavailable(hello)) {
+      // Both ways: the peer's hello arrived and ours has left (UcxChannel::HelloSent).
+      if (absl::IsUnavailable(hello) || (hello.ok() && !channels_[peer]->HelloSent())) {
         missing.push_back(peer);
       } else if (!hello.ok()) {
         return Context().Peer(peer, channels_[peer]->peer_address()).Op("connect").Wrap(hello);
@@ -228,7 +229,7 @@ absl::Status UcxTransport::AwaitHellos(const TransportOptions& options, const De
                          "UCX_NET_DEVICES)? ",
                          TimeoutHint(TimeoutKind::kConnect)))
       .Wrap(absl::DeadlineExceededError(
-          absl::StrCat("no UCX hello from rank(s) [", absl::StrJoin(missing, ", "),
+          absl::StrCat("no UCX hello exchanged with rank(s) [", absl::StrJoin(missing, ", "),
                        "] after connecting to their published addresses")));
 }
 
