@@ -53,10 +53,12 @@ std::string NoGpuReason() {
   if (!count.ok()) {
     return absl::StrCat(Message(count.status()), " ; runs on the GPU machine via tools/gpu-bundle");
   }
-  if (*count == 0) return "no CUDA device/driver: 0 devices ; runs on the GPU machine";
+  if (*count == 0)
+    return "no CUDA device/driver: 0 devices; runs on the GPU machine via tools/gpu-bundle";
   return "";
 #else
-  return "built without CUDA (--config=nocuda)";
+  return "built without CUDA (--config=nocuda); runs in the CUDA build on the GPU machine via "
+         "tools/gpu-bundle";
 #endif
 }
 

@@ -353,7 +353,10 @@ TEST_P(NativeCudaTest, KilledRankIsNamedByTheOthers) {
   }
 }
 #else
-TEST(NativeCudaTest, BuiltWithoutCuda) { GTEST_SKIP() << "built without CUDA"; }
+TEST(NativeCudaTest, BuiltWithoutCuda) {
+  GTEST_SKIP() << "built without CUDA; it runs in the CUDA build (the default wherever "
+                  "/usr/local/cuda holds the toolkit, as on CI) and on the GPU machine";
+}
 #endif
 
 }  // namespace

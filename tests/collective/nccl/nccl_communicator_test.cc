@@ -126,7 +126,9 @@ TEST(NcclCommunicatorTest, BadOptionsAreInvalidArgument) {
 
 TEST(NcclCommunicatorTest, WithoutGpuCreateNamesCudaReason) {
   const absl::StatusOr<int> count = CudaDeviceCount();
-  if (count.ok() && *count > 0) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";
+  if (count.ok() && *count > 0)
+    GTEST_SKIP()
+        << "a GPU is present; this checks the no-GPU path, which runs on machines without one (CI)";
   auto comm = Communicator::Create(Options(0, 1, std::make_shared<HashStore>()));
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -140,7 +142,8 @@ std::string NoGpuReason() {
   if (!count.ok()) {
     return Message(count.status()) + " ; runs on the GPU machine via tools/gpu-bundle";
   }
-  if (*count == 0) return "no CUDA device/driver: 0 devices; runs on the GPU machine";
+  if (*count == 0)
+    return "no CUDA device/driver: 0 devices; runs on the GPU machine via tools/gpu-bundle";
   return "";
 }
 
@@ -451,7 +454,9 @@ TEST(NcclGpuTest, SplitKeepsMembersOnly) {
 // NCCL refuses two ranks on one GPU; both must fail with an error naming their rank, not hang.
 TEST(NcclGpuTest, TwoRanksOnOneGpuFailWithNcclsReason) {
   SKIP_WITHOUT_GPU();
-  if (*CudaDeviceCount() > 1) GTEST_SKIP() << "more than one GPU: ranks would not share one";
+  if (*CudaDeviceCount() > 1)
+    GTEST_SKIP() << "more than one GPU: ranks would not share one; it runs on a one-GPU machine "
+                    "(the device machine)";
   auto store = std::make_shared<HashStore>();
   absl::Status results[2];
   std::vector<std::thread> ranks;

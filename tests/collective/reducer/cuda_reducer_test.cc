@@ -47,10 +47,12 @@ std::string NoGpuReason() {
     return absl::StrCat(count.status().message(),
                         " ; runs on the GPU machine via tools/gpu-bundle");
   }
-  if (*count == 0) return "no CUDA device/driver: 0 devices ; runs on the GPU machine";
+  if (*count == 0)
+    return "no CUDA device/driver: 0 devices; runs on the GPU machine via tools/gpu-bundle";
   return "";
 #else
-  return "built without CUDA (--config=nocuda)";
+  return "built without CUDA (--config=nocuda); runs in the CUDA build on the GPU machine via "
+         "tools/gpu-bundle";
 #endif
 }
 

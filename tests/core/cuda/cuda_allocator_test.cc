@@ -228,7 +228,9 @@ TEST_F(CudaAllocatorTest, FreedBlockWithQueuedWorkIsReusedOnlyAfterIt) {
 #else  // !PADDLE_WITH_CUDA
 
 TEST(CudaAllocatorTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); paddle/core/cuda is empty";
+  GTEST_SKIP()
+      << "built without CUDA (--config=nocuda or no toolkit); paddle/core/cuda is empty; it runs "
+         "in the CUDA build (the default wherever /usr/local/cuda holds the toolkit, as on CI)";
 }
 
 #endif  // PADDLE_WITH_CUDA

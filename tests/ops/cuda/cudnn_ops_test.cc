@@ -410,7 +410,9 @@ TEST(CudnnOpsErrorTest, DropoutArgumentErrors) {
 
 // On this (GPU-less) machine: well-formed calls reach UseDevice and say why CUDA cannot be used.
 TEST(CudnnOpsErrorTest, NoGpuIsFailedPrecondition) {
-  if (CudaDeviceCount().ok()) GTEST_SKIP() << "a CUDA device is present; nothing to check";
+  if (CudaDeviceCount().ok())
+    GTEST_SKIP() << "a CUDA device is present; this checks the no-GPU path, which runs on machines "
+                    "without one (CI)";
   const auto expect_no_gpu = [](const absl::Status& s, const char* op) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << op << ": " << s;
     EXPECT_THAT(Message(s), HasSubstr("no CUDA device/driver")) << op;

@@ -470,7 +470,9 @@ TEST(GpuOpsErrorTest, KernelsRejectUnsupportedDTypeAndLaunchNothingForEmptyInput
 // The one test meant for this (GPU-less) machine: a well-formed call reaches UseDevice and says
 // why CUDA cannot be used. On a GPU machine it skips (the GPU tests cover that case).
 TEST(GpuOpsErrorTest, NoGpuIsFailedPrecondition) {
-  if (CudaDeviceCount().ok()) GTEST_SKIP() << "a CUDA device is present; nothing to check";
+  if (CudaDeviceCount().ok())
+    GTEST_SKIP() << "a CUDA device is present; this checks the no-GPU path, which runs on machines "
+                    "without one (CI)";
   const absl::StatusOr<Tensor> y = gpu::Add(FakeCuda({2, 3}), FakeCuda({2, 3}));
   ASSERT_FALSE(y.ok());
   EXPECT_EQ(y.status().code(), absl::StatusCode::kFailedPrecondition);
