@@ -1,5 +1,8 @@
 #include "paddle/core/cpu_features.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -34,6 +37,13 @@ CpuFeatures Detect() {
 const CpuFeatures& GetCpuFeatures() {
   static const CpuFeatures features = Detect();
   return features;
+}
+
+int CoresAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace paddle

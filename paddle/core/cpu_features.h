@@ -18,6 +18,9 @@ struct CpuFeatures {
 // paths, and for testing what a CPU without these extensions would run.
 const CpuFeatures& GetCpuFeatures();
 
+// The cores this process may run on (its affinity mask, so a cpuset or taskset counts), at least 1.
+int CoresAvailable();
+
 }  // namespace paddle
 
 #endif  // PADDLE_CORE_CPU_FEATURES_H_

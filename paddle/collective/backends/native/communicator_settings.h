@@ -28,21 +28,43 @@ struct Settings {
   std::string transport;  // "auto", "tcp", "shm" or "ucx" (Note [Transport choice])
   AlgorithmSelector selector;
   bool debug_checks = false;
-  size_t piece_bytes = kDefaultPieceBytes;  // of the pipelined and segmented algorithms
-  size_t slot_bytes = kDefaultSlotBytes;    // of the node workspace
+  // Piece size of the pipelined and segmented algorithms and slot size of the node workspace;
+  // 0 ("auto") until AgreeOnSizes fills them in (Note [Sizes when ranks outnumber cores]).
+  size_t piece_bytes = 0;
+  size_t slot_bytes = 0;
 
   // Whether ranks on one host share a node workspace: not with transport=tcp.
   bool shared_memory() const { return transport != "tcp"; }
 
-  // "transport=auto algorithm=auto debug_checks=0 piece_bytes=262144 slot_bytes=524288": what
+  // "transport=auto algorithm=auto debug_checks=0 piece_bytes=auto slot_bytes=524288": what
   // rank 0 publishes.
   std::string Describe() const {
+    auto size = [](size_t bytes) { return bytes == 0 ? std::string("auto") : absl::StrCat(bytes); };
     return absl::StrCat("transport=", transport, " algorithm=",
                         selector.forced().has_value() ? AlgorithmName(*selector.forced()) : "auto",
-                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", piece_bytes,
-                        " slot_bytes=", slot_bytes);
+                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", size(piece_bytes),
+                        " slot_bytes=", size(slot_bytes));
   }
 };
+
+// Piece size for ranks that outnumber their host's cores (Note [Sizes when ranks outnumber
+// cores]); kDefaultPieceBytes otherwise.
+inline constexpr size_t kOversubscribedPieceBytes = size_t{1} << 20;
+
+struct BlockSizes {
+  size_t piece_bytes = 0;
+  size_t slot_bytes = 0;
+};
+
+// The automatic piece and slot sizes for `local_size` ranks on a host whose ranks may use
+// `cores` cores.
+BlockSizes AutomaticSizes(int local_size, int cores);
+
+// Fills in the sizes `settings` leaves automatic: rank 0 chooses them (AutomaticSizes for its
+// host's local size and its cores) and publishes them under `key`; the other ranks read them, so
+// every rank cuts messages alike even when hosts differ. Errors name the key and the timeout.
+absl::Status AgreeOnSizes(Store* store, const std::string& key, int rank, int world_size,
+                          int local_size, absl::Duration timeout, Settings* settings);
 
 // From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES and
 // PADDLE_SHM_SLOT_BYTES; kInvalidArgument naming the option or variable that is wrong.

@@ -674,6 +674,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
       LearnTopology(options.store.get(), options.store_prefix, options.rank, options.world_size,
                     options.connect_timeout);
   if (!topology.ok()) return Annotate(topology.status(), where);
+  RETURN_IF_ERROR(Annotate(
+      AgreeOnSizes(options.store.get(), absl::StrCat(options.store_prefix, "/sizes"), options.rank,
+                   options.world_size, topology->local_size, options.connect_timeout, &*settings),
+      where));
 
   TransportOptions transport_options;
   transport_options.rank = options.rank;
@@ -714,8 +718,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
                        "matching CommunicatorOptions) alike on every rank"));
     }
   }
-  PADDLE_LOG(INFO, COLL) << where << " ready: " << config << "; " << topology->Describe() << ", "
-                         << (*transport)->name() << " transport"
+  PADDLE_LOG(INFO, COLL) << where << " ready: " << settings->Describe() << "; "
+                         << topology->Describe() << ", " << (*transport)->name() << " transport"
                          << (workspace != nullptr ? " + node workspace" : "");
   return std::unique_ptr<Communicator>(
       new NativeCommunicator(options, *std::move(settings), *std::move(topology),

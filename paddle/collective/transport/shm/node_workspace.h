@@ -38,13 +38,15 @@ struct ShmSignal;
 struct WorkspaceHeader;
 struct WorkspaceRankControl;
 
-// Bytes of one slot (PADDLE_SHM_SLOT_BYTES overrides; a multiple of 4096 from 4096 to 64 MiB).
-// Two slots per local rank: 1 MiB per rank by default. Large enough that a round's
+// Bytes of one slot with a core per local rank (PADDLE_SHM_SLOT_BYTES overrides; a multiple of
+// 4096 from 4096 to 64 MiB; larger when ranks outnumber cores, Note [Sizes when ranks outnumber
+// cores] in communicator_settings.cc). Two slots per local rank. Large enough that a round's
 // synchronisation costs little next to its copies, small enough that the slots of all ranks stay
 // in the last-level cache (Note [Slot size] in node_workspace.cc).
 inline constexpr size_t kDefaultSlotBytes = size_t{512} << 10;
 inline constexpr char kSlotBytesEnvVar[] = "PADDLE_SHM_SLOT_BYTES";
-// kDefaultSlotBytes or PADDLE_SHM_SLOT_BYTES; kInvalidArgument naming the variable.
+// PADDLE_SHM_SLOT_BYTES, or 0 when it is unset (the communicator then chooses: Note [Sizes when
+// ranks outnumber cores] in communicator_settings.cc); kInvalidArgument naming the variable.
 absl::StatusOr<size_t> SlotBytesFromEnvironment();
 
 struct NodeWorkspaceOptions {

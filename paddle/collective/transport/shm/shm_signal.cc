@@ -23,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "paddle/core/cpu_features.h"
 
 namespace paddle {
 namespace {
@@ -64,13 +65,6 @@ inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
-}
-
-int CoresAvailable() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace
