@@ -568,14 +568,17 @@ int Run(const Options& o) {
         std::raise(SIGKILL);
       }
     }
-    double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    progress.Finish();
     double wait =
         ddp ? absl::ToDoubleSeconds(ddp->reducer().stats().comm_wait_time - wait_before) : 0.0;
-    double wait_fraction = seconds > 0 ? wait / seconds : 0;
     // Every rank's loss counts; the replicas are identical, so rank 0 alone evaluates.
     std::vector<double> loss_totals = {p.loss_sum, static_cast<double>(p.loss_count)};
     if (absl::Status st = SumOverGroup(group, &loss_totals, *device); !st.ok()) return fail(st);
+    // The epoch ends when the last worker has finished its steps, which the sum above waits for:
+    // samples/s counts every worker's samples, so it must be over the slowest worker's time too
+    // (with --no-sync, or a straggler, rank 0 alone may finish well before the others).
+    double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    progress.Finish();
+    double wait_fraction = seconds > 0 ? wait / seconds : 0;
     double train_loss = loss_totals[1] > 0 ? loss_totals[0] / loss_totals[1] : 0;
     double rate = seconds > 0 ? samples / seconds : 0;
     if (!leader) continue;

@@ -86,6 +86,9 @@ echo "$flat"
 grep -q "$nodes hosts x 2 ranks, tcp transport + node workspace" "$work"/hierarchical.0.out ||
   { echo "the hierarchical run did not see $nodes hosts x 2 ranks with a node workspace" >&2; exit 1; }
 median() { sed 's/.*"median_s": \([0-9.]*\).*/\1/' <<<"$1"; }
-python3 -c "import sys; h, f = float(sys.argv[1]), float(sys.argv[2]); \
-print(f'hierarchical {h*1e3:.1f} ms, flat ring {f*1e3:.1f} ms: {f/h:.2f}x ($nodes namespaces x 2 ranks, $bytes, tbf $rate)')" \
-  "$(median "$hier")" "$(median "$flat")"
+# The byte bound: per namespace link, the flat ring's one crossing stream carries 2(2H-1)/(2H) of
+# the buffer (H namespaces, 2H ranks), the hierarchical step 2 x 2(H-1)/H of half of it; on a slow
+# link the ratio of the times tends to the ratio of these bytes, (2H-1)/(2(H-1)): 1.5x for H = 2.
+python3 -c "import sys; h, f, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]); \
+print(f'hierarchical {h*1e3:.1f} ms, flat ring {f*1e3:.1f} ms: {f/h:.2f}x ($nodes namespaces x 2 ranks, $bytes, tbf $rate; byte bound {(2*n-1)/(2*(n-1)):.2f}x)')" \
+  "$(median "$hier")" "$(median "$flat")" "$nodes"
