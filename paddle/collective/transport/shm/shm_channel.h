@@ -143,6 +143,7 @@ class ShmChannel final : public Channel {
     uint64_t address = 0;
     uint64_t id = 0;
     std::unique_ptr<char[]> data;       // eager and streamed messages
+    size_t capacity = 0;                // of `data`
     bool complete = false;              // all of `data` arrived
     std::shared_ptr<ShmOp> claimed_by;  // a Recv that took it while streaming
   };
@@ -158,6 +159,13 @@ class ShmChannel final : public Channel {
   absl::Status ReadCma(ShmOp& op, uint64_t address, uint64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   void CompleteAll(OpList& done);
+  // Note [Spare unexpected-message buffers]: a buffer of at least `bytes` for an unexpected
+  // message, reusing a spare one when it fits (null when memory runs out), and giving one back
+  // once its message was copied out.
+  std::unique_ptr<char[]> TakeBuffer(size_t bytes, size_t* capacity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  void GiveBack(std::unique_ptr<char[]> buffer, size_t capacity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
 
   absl::Status SizeMismatch(const ShmOp& op, size_t sent_bytes) const;
 
@@ -184,6 +192,11 @@ class ShmChannel final : public Channel {
   std::shared_ptr<ShmOp> stream_op_ ABSL_GUARDED_BY(recv_mu_);
   std::shared_ptr<Unexpected> stream_buffer_ ABSL_GUARDED_BY(recv_mu_);
   size_t stream_received_ ABSL_GUARDED_BY(recv_mu_) = 0;
+  struct SpareBuffer {
+    std::unique_ptr<char[]> data;
+    size_t capacity = 0;
+  };
+  std::vector<SpareBuffer> spare_ ABSL_GUARDED_BY(recv_mu_);
   // For checking, without the lock, whether the inbound ring has records.
   ShmRing inbound_probe_;
 };
