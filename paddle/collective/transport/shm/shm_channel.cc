@@ -185,9 +185,6 @@ std::unique_ptr<TransportRequest> ShmChannel::Recv(void* data, size_t bytes, uin
         unexpected_.erase(it);
         if (message->bytes != bytes) {
           error = SizeMismatch(*op, message->bytes);
-        } else if (message->cma) {
-          error = ReadCma(*op, message->address, message->id);
-          if (error.ok()) done.push_back(op);
         } else if (message->complete) {
           if (bytes > 0) std::memcpy(data, message->data.get(), bytes);
           done.push_back(op);

@@ -139,13 +139,9 @@ class ShmChannel final : public Channel {
   struct Unexpected {
     uint64_t tag = 0;
     size_t bytes = 0;
-    bool cma = false;  // a descriptor: `address` and `id` in the sender
-    uint64_t address = 0;
-    uint64_t id = 0;
-    std::unique_ptr<char[]> data;       // eager and streamed messages
-    size_t capacity = 0;                // of `data`
-    bool complete = false;              // all of `data` arrived
-    std::shared_ptr<ShmOp> claimed_by;  // a Recv that took it while streaming
+    std::unique_ptr<char[]> data;  // the payload (CMA messages are pulled on arrival)
+    size_t capacity = 0;           // of `data`
+    bool complete = false;         // all of `data` arrived
   };
   using OpList = std::vector<std::shared_ptr<ShmOp>>;
 
