@@ -30,10 +30,7 @@
 #include "paddle/nn/models.h"
 #include "paddle/optim/adam.h"
 #include "paddle/optim/sgd.h"
-
-#if PADDLE_WITH_CUDA
-#include "paddle/core/cuda/cuda_status.h"
-#endif
+#include "tests/testing/gpu_test.h"
 
 namespace paddle {
 namespace {
@@ -45,28 +42,6 @@ constexpr int kSteps = 3;
 constexpr int64_t kBatch = 16;
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
-
-// Empty when a GPU can be used, else why not.
-std::string NoGpuReason() {
-#if PADDLE_WITH_CUDA
-  absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) {
-    return absl::StrCat(Message(count.status()), " ; runs on the GPU machine via tools/gpu-bundle");
-  }
-  if (*count == 0)
-    return "no CUDA device/driver: 0 devices; runs on the GPU machine via tools/gpu-bundle";
-  return "";
-#else
-  return "built without CUDA (--config=nocuda); runs in the CUDA build on the GPU machine via "
-         "tools/gpu-bundle";
-#endif
-}
-
-#define SKIP_WITHOUT_GPU()                       \
-  do {                                           \
-    const std::string reason = NoGpuReason();    \
-    if (!reason.empty()) GTEST_SKIP() << reason; \
-  } while (0)
 
 // A CUDA tensor over a fake address: only its metadata may be read.
 Tensor FakeCuda(absl::Span<const int64_t> shape, DType dtype = DType::kFloat32) {
@@ -175,8 +150,7 @@ TEST(CudaTrainingErrors, MixedDevicesIsInvalidArgumentNamingTensorsAndDevices) {
 }
 
 TEST(CudaTrainingErrors, CudaOpWithoutGpuIsFailedPrecondition) {
-  const std::string reason = NoGpuReason();
-  if (reason.empty()) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";
+  PADDLE_SKIP_WITH_GPU();
   absl::StatusOr<Variable> y = nn::functional::Relu(Variable(FakeCuda({3})));
   ASSERT_EQ(y.status().code(), absl::StatusCode::kFailedPrecondition) << y.status();
 #if PADDLE_WITH_CUDA
@@ -187,8 +161,7 @@ TEST(CudaTrainingErrors, CudaOpWithoutGpuIsFailedPrecondition) {
 }
 
 TEST(CudaTrainingErrors, ModuleToCudaWithoutGpuIsFailedPreconditionAndMovesNothing) {
-  const std::string reason = NoGpuReason();
-  if (reason.empty()) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";
+  PADDLE_SKIP_WITH_GPU();
   nn::Generator init(1, 0);
   nn::Linear layer(3, 2, &init);
   absl::Status s = layer.To(Device::Cuda(0));
@@ -227,7 +200,7 @@ TEST(CudaTrainingErrors, AccumulatingAGradientFromAnotherDeviceFails) {
 // ---- On a GPU: the same training on both devices ----
 
 TEST(CudaTraining, MlpStepsMatchTheCpu) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   absl::StatusOr<Trained> cpu = Train("mlp", Device::Cpu(), false);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<Trained> gpu = Train("mlp", Device::Cuda(0), false);
@@ -236,7 +209,7 @@ TEST(CudaTraining, MlpStepsMatchTheCpu) {
 }
 
 TEST(CudaTraining, CnnStepsMatchTheCpu) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   absl::StatusOr<Trained> cpu = Train("cnn", Device::Cpu(), false);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<Trained> gpu = Train("cnn", Device::Cuda(0), false);
@@ -245,7 +218,7 @@ TEST(CudaTraining, CnnStepsMatchTheCpu) {
 }
 
 TEST(CudaTraining, MlpWithBf16AutocastStaysCloseToFp32) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   absl::StatusOr<Trained> cpu = Train("mlp", Device::Cpu(), false);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<Trained> gpu = Train("mlp", Device::Cuda(0), true);
@@ -255,7 +228,7 @@ TEST(CudaTraining, MlpWithBf16AutocastStaysCloseToFp32) {
 }
 
 TEST(CudaTraining, ModuleToRoundTripKeepsValuesAndDropsGradients) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto dropout = std::make_shared<nn::Generator>(7, 1);
   std::shared_ptr<nn::Module> model = nn::MakeModel("mlp", 3, dropout).value();
   std::map<std::string, Tensor> before;
@@ -276,7 +249,7 @@ TEST(CudaTraining, ModuleToRoundTripKeepsValuesAndDropsGradients) {
 }
 
 TEST(CudaTraining, GradientsAccumulateOnTheGpuAsOnTheCpu) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   // y = sum-free: loss = CE(a * a + a); a used three times -> engine sums (AddTensors), two
   // backward passes -> leaf accumulation (AddInPlace).
   Tensor host = Tensor::Empty({4, 10}, DType::kFloat32).value();

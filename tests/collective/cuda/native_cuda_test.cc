@@ -28,9 +28,9 @@
 #include "paddle/core/half.h"
 #include "paddle/core/tensor.h"
 #include "tests/collective/transport/transport_test_harness.h"
+#include "tests/testing/gpu_test.h"
 #if PADDLE_WITH_CUDA
 #include "paddle/core/cuda/cuda_copy.h"
-#include "paddle/core/cuda/cuda_status.h"
 #endif
 
 namespace paddle {
@@ -273,13 +273,6 @@ int WorkerMain(int port, int rank, int world, const std::string& mode) {
 
 // ---- The test ----
 
-std::string NoGpuReason() {
-  absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) return std::string(count.status().message());
-  if (*count == 0) return "no CUDA device/driver: the driver sees no device";
-  return "";
-}
-
 std::unique_ptr<TcpStoreServer> StartStoreServer() {
   TcpStoreServerOptions options;
   options.host = "127.0.0.1";
@@ -304,10 +297,7 @@ std::vector<WorkerProcess> RunWorkers(int world, const std::string& mode, absl::
 class NativeCudaTest : public testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    const std::string reason = NoGpuReason();
-    if (!reason.empty()) {
-      GTEST_SKIP() << reason << "; runs on the GPU machine via tools/gpu-bundle";
-    }
+    PADDLE_SKIP_WITHOUT_GPU();
     setenv("PADDLE_CUDA_IPC", GetParam(), 1);
     setenv("PADDLE_LOG_LEVEL", "INFO", 1);
     setenv("PADDLE_LOG_SUBSYS", "COLL", 1);
@@ -353,10 +343,7 @@ TEST_P(NativeCudaTest, KilledRankIsNamedByTheOthers) {
   }
 }
 #else
-TEST(NativeCudaTest, BuiltWithoutCuda) {
-  GTEST_SKIP() << "built without CUDA; it runs in the CUDA build (the default wherever "
-                  "/usr/local/cuda holds the toolkit, as on CI) and on the GPU machine";
-}
+TEST(NativeCudaTest, BuiltWithoutCuda) { PADDLE_SKIP_WITHOUT_GPU(); }
 #endif
 
 }  // namespace

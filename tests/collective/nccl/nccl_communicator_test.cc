@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/store/hash_store.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -125,10 +126,7 @@ TEST(NcclCommunicatorTest, BadOptionsAreInvalidArgument) {
 }
 
 TEST(NcclCommunicatorTest, WithoutGpuCreateNamesCudaReason) {
-  const absl::StatusOr<int> count = CudaDeviceCount();
-  if (count.ok() && *count > 0)
-    GTEST_SKIP()
-        << "a GPU is present; this checks the no-GPU path, which runs on machines without one (CI)";
+  PADDLE_SKIP_WITH_GPU();
   auto comm = Communicator::Create(Options(0, 1, std::make_shared<HashStore>()));
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -136,22 +134,6 @@ TEST(NcclCommunicatorTest, WithoutGpuCreateNamesCudaReason) {
 }
 
 // ---- GPU ----
-
-std::string NoGpuReason() {
-  const absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) {
-    return Message(count.status()) + " ; runs on the GPU machine via tools/gpu-bundle";
-  }
-  if (*count == 0)
-    return "no CUDA device/driver: 0 devices; runs on the GPU machine via tools/gpu-bundle";
-  return "";
-}
-
-#define SKIP_WITHOUT_GPU()                       \
-  do {                                           \
-    const std::string reason = NoGpuReason();    \
-    if (!reason.empty()) GTEST_SKIP() << reason; \
-  } while (0)
 
 // Small integers, exact in every dtype, from (seed, rank, index).
 double Value(int seed, int rank, int64_t index) {
@@ -285,7 +267,7 @@ constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, 
                              DType::kInt32,   DType::kInt64,   DType::kUInt8};
 
 TEST(NcclGpuTest, EveryOperationAndDTypeAtWorldOne) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto comm = WorldOne();
   ASSERT_NE(comm, nullptr);
   EXPECT_EQ(comm->backend(), Backend::kNccl);
@@ -331,7 +313,7 @@ TEST(NcclGpuTest, EveryOperationAndDTypeAtWorldOne) {
 }
 
 TEST(NcclGpuTest, BadArgumentsNameTensorDeviceAndOperation) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto comm = WorldOne();
   ASSERT_NE(comm, nullptr);
   auto cpu = Tensor::Zeros({4}, DType::kFloat32);
@@ -358,7 +340,7 @@ TEST(NcclGpuTest, BadArgumentsNameTensorDeviceAndOperation) {
 // Note [NCCL streams]: work queued on the default stream before a call is seen by it, even when
 // the default stream is held back (a host function sleeping) and the copy lands late.
 TEST(NcclGpuTest, CollectiveRunsAfterTheDefaultStreamsWork) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto comm = WorldOne();
   ASSERT_NE(comm, nullptr);
   const int64_t n = 1 << 16;
@@ -386,7 +368,7 @@ struct StreamGate {
 };
 
 TEST(NcclGpuTest, WatchdogFailsATimedOutOperationAndEverythingAfter) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto comm = WorldOne(absl::Milliseconds(300));
   ASSERT_NE(comm, nullptr);
   StreamGate gate;
@@ -415,7 +397,7 @@ TEST(NcclGpuTest, WatchdogFailsATimedOutOperationAndEverythingAfter) {
 }
 
 TEST(NcclGpuTest, AbortFromAnotherThreadFailsTheWaitingWork) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto comm = WorldOne();
   ASSERT_NE(comm, nullptr);
   StreamGate gate;
@@ -437,7 +419,7 @@ TEST(NcclGpuTest, AbortFromAnotherThreadFailsTheWaitingWork) {
 }
 
 TEST(NcclGpuTest, SplitKeepsMembersOnly) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   auto comm = WorldOne();
   ASSERT_NE(comm, nullptr);
   auto child = comm->Split({0});
@@ -453,7 +435,7 @@ TEST(NcclGpuTest, SplitKeepsMembersOnly) {
 
 // NCCL refuses two ranks on one GPU; both must fail with an error naming their rank, not hang.
 TEST(NcclGpuTest, TwoRanksOnOneGpuFailWithNcclsReason) {
-  SKIP_WITHOUT_GPU();
+  PADDLE_SKIP_WITHOUT_GPU();
   if (*CudaDeviceCount() > 1)
     GTEST_SKIP() << "more than one GPU: ranks would not share one; it runs on a one-GPU machine "
                     "(the device machine)";

@@ -26,10 +26,7 @@
 #include "paddle/nn/models.h"
 #include "paddle/optim/sgd.h"
 #include "paddle/parallel/distributed_data_parallel.h"
-
-#if PADDLE_WITH_CUDA
-#include "paddle/core/cuda/cuda_status.h"
-#endif
+#include "tests/testing/gpu_test.h"
 
 namespace paddle {
 namespace {
@@ -39,22 +36,6 @@ using ::testing::HasSubstr;
 
 constexpr int kSteps = 3;
 constexpr int64_t kBatch = 32;
-
-std::string NoGpuReason() {
-#if PADDLE_WITH_CUDA
-  absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) {
-    return absl::StrCat(count.status().message(),
-                        " ; runs on the GPU machine via tools/gpu-bundle");
-  }
-  if (*count == 0)
-    return "no CUDA device/driver: 0 devices; runs on the GPU machine via tools/gpu-bundle";
-  return "";
-#else
-  return "built without CUDA (--config=nocuda); runs in the CUDA build on the GPU machine via "
-         "tools/gpu-bundle";
-#endif
-}
 
 Tensor Images(uint64_t seed) {
   Tensor t = Tensor::Empty({kBatch, 1, 28, 28}, DType::kFloat32).value();
@@ -144,8 +125,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Nccl() {
 }
 
 TEST(CudaReducer, OneRankNcclDdpEqualsPlainTraining) {
-  const std::string reason = NoGpuReason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
+  PADDLE_SKIP_WITHOUT_GPU();
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Nccl();
   ASSERT_TRUE(comm.ok()) << comm.status();
   absl::StatusOr<std::map<std::string, Tensor>> plain = Train(nullptr, "none");
@@ -156,8 +136,7 @@ TEST(CudaReducer, OneRankNcclDdpEqualsPlainTraining) {
 }
 
 TEST(CudaReducer, Bf16CompressionOnTheDeviceStaysClose) {
-  const std::string reason = NoGpuReason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
+  PADDLE_SKIP_WITHOUT_GPU();
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Nccl();
   ASSERT_TRUE(comm.ok()) << comm.status();
   absl::StatusOr<std::map<std::string, Tensor>> plain = Train(nullptr, "none");

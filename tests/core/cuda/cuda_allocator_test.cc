@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -20,7 +21,6 @@
 #include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/philox.h"
 #include "paddle/core/tensor.h"
-#include "tests/core/cuda/gpu_test_util.h"
 #include "tests/core/cuda/spin_kernel.h"
 #endif
 
@@ -31,7 +31,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class CudaAllocatorTest : public cuda_test::GpuTest {
+class CudaAllocatorTest : public gpu_test::GpuTest {
  protected:
   void SetUp() override {
     GpuTest::SetUp();
@@ -150,7 +150,7 @@ TEST_F(CudaAllocatorTest, OutOfMemoryNamesTheSizeAndWhatIsHeld) {
 }
 
 TEST_F(CudaAllocatorTest, InvalidDeviceIsAnArgumentError) {
-  absl::StatusOr<Allocator*> a = CudaAllocator(device_count_);
+  absl::StatusOr<Allocator*> a = CudaAllocator(device_count());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(a.status().message()), HasSubstr("no such CUDA device"));
   EXPECT_EQ(CudaAllocator(-1).status().code(), absl::StatusCode::kInvalidArgument);
@@ -227,11 +227,7 @@ TEST_F(CudaAllocatorTest, FreedBlockWithQueuedWorkIsReusedOnlyAfterIt) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(CudaAllocatorTest, Skipped) {
-  GTEST_SKIP()
-      << "built without CUDA (--config=nocuda or no toolkit); paddle/core/cuda is empty; it runs "
-         "in the CUDA build (the default wherever /usr/local/cuda holds the toolkit, as on CI)";
-}
+TEST(CudaAllocatorTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU() << "; paddle/core/cuda is empty"; }
 
 #endif  // PADDLE_WITH_CUDA
 

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -19,7 +20,6 @@
 #include "paddle/core/cuda/cuda_stream.h"
 #include "paddle/core/philox.h"
 #include "paddle/core/tensor.h"
-#include "tests/core/cuda/gpu_test_util.h"
 #endif
 
 namespace paddle {
@@ -29,7 +29,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-using CudaCopyTest = cuda_test::GpuTest;
+using CudaCopyTest = gpu_test::GpuTest;
 
 constexpr DType kAllDTypes[] = {DType::kFloat32,  DType::kFloat64, DType::kFloat16,
                                 DType::kBFloat16, DType::kInt8,    DType::kUInt8,
@@ -170,7 +170,7 @@ TEST_F(CudaCopyTest, CopyTensorIntoExistingTensors) {
 }
 
 TEST_F(CudaCopyTest, BetweenTwoDevices) {
-  if (device_count_ < 2) GTEST_SKIP() << "one CUDA device; a peer copy needs two";
+  if (device_count() < 2) GTEST_SKIP() << "one CUDA device; a peer copy needs two";
   const Tensor host = Random({1000, 3}, DType::kFloat64, 5);
   absl::StatusOr<Tensor> d0 = ToDevice(host, Device::Cuda(0));
   ASSERT_TRUE(d0.ok()) << d0.status();
@@ -200,9 +200,7 @@ TEST_F(CudaCopyTest, PinnedHostAllocatorCachesPageLockedBlocks) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(CudaCopyTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); paddle/core/cuda is empty";
-}
+TEST(CudaCopyTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU() << "; paddle/core/cuda is empty"; }
 
 #endif  // PADDLE_WITH_CUDA
 

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -13,7 +14,6 @@
 #include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/cuda/cuda_stream.h"
 #include "paddle/core/deadline.h"
-#include "tests/core/cuda/gpu_test_util.h"
 #include "tests/core/cuda/spin_kernel.h"
 #endif
 
@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kMs = 1000 * 1000;  // nanoseconds
 
-using CudaStreamTest = cuda_test::GpuTest;
+using CudaStreamTest = gpu_test::GpuTest;
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
@@ -63,7 +63,7 @@ TEST_F(CudaStreamTest, PriorityOutsideRangeAndBadDeviceAreArgumentErrors) {
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(bad), HasSubstr("priority"));
   EXPECT_THAT(Message(bad), HasSubstr(std::to_string(greatest)));
-  const absl::Status no_device = CudaStream::Create(device_count_).status();
+  const absl::Status no_device = CudaStream::Create(device_count()).status();
   EXPECT_EQ(no_device.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(no_device), HasSubstr("does not exist"));
   EXPECT_EQ(CudaEvent::Create(-1).status().code(), absl::StatusCode::kInvalidArgument);
@@ -128,7 +128,7 @@ TEST_F(CudaStreamTest, ElapsedTimeOfASpin) {
 
 TEST_F(CudaStreamTest, DeviceGuardRestoresTheDevice) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  const int last = device_count_ - 1;
+  const int last = device_count() - 1;
   {
     absl::StatusOr<CudaDeviceGuard> guard = CudaDeviceGuard::Create(last);
     ASSERT_TRUE(guard.ok()) << guard.status();
@@ -140,16 +140,14 @@ TEST_F(CudaStreamTest, DeviceGuardRestoresTheDevice) {
   int current = -1;
   ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
   EXPECT_EQ(current, 0);
-  const absl::Status bad = CudaDeviceGuard::Create(device_count_).status();
+  const absl::Status bad = CudaDeviceGuard::Create(device_count()).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(bad), HasSubstr(std::to_string(device_count_) + " device(s) visible"));
+  EXPECT_THAT(Message(bad), HasSubstr(std::to_string(device_count()) + " device(s) visible"));
 }
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(CudaStreamTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); paddle/core/cuda is empty";
-}
+TEST(CudaStreamTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU() << "; paddle/core/cuda is empty"; }
 
 #endif  // PADDLE_WITH_CUDA
 

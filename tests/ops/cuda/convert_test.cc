@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -128,23 +129,9 @@ uint32_t Bits(float f) {
   return b;
 }
 
-// Where the GPU tests do run: the CUDA build on a machine with an NVIDIA GPU, i.e. the device
-// machine (an H200) that the GPU issue's check script uses; everywhere else they skip.
-constexpr char kRunsOnGpu[] =
-    "these tests run on a machine with an NVIDIA GPU (the device machine of the GPU issue)";
-
-class GpuConvertTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) {
-      GTEST_SKIP() << "no CUDA device: " << count.status().message() << "; " << kRunsOnGpu;
-    }
-    if (*count == 0) {
-      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found 0 devices; " << kRunsOnGpu;
-    }
-  }
-};
+// The GPU tests run in the CUDA build on a machine with an NVIDIA GPU (the device machine, via
+// tools/gpu-bundle); everywhere else they skip, naming the reason.
+using GpuConvertTest = gpu_test::GpuTest;
 
 std::vector<uint16_t> AllPatterns() {
   std::vector<uint16_t> all(65536);
@@ -234,11 +221,7 @@ TEST(CudaConvertTest, EmptyInputIsOkAndLaunchesNothing) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(GpuConvertTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); the CUDA tests run in the "
-                  "default build on a machine with the toolkit and an NVIDIA GPU (the device "
-                  "machine of the GPU issue)";
-}
+TEST(GpuConvertTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU(); }
 
 #endif  // PADDLE_WITH_CUDA
 

@@ -20,10 +20,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include "paddle/core/cuda/cuda_copy.h"
-#include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/philox.h"
 #include "paddle/core/tensor.h"
 #include "paddle/ops/cpu/batch_norm.h"
@@ -95,17 +95,8 @@ void ExpectIdentical(const Tensor& got_any, const Tensor& want_any, const std::s
   EXPECT_EQ(first, -1) << what << ": first differing byte";
 }
 
-constexpr char kRunsOnGpu[] =
-    "runs on the GPU machine via tools/gpu-bundle (bazel test --test_tag_filters=gpu)";
-
-class CudnnOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) GTEST_SKIP() << count.status().message() << "; " << kRunsOnGpu;
-    if (*count == 0) GTEST_SKIP() << "no CUDA device/driver: 0 devices; " << kRunsOnGpu;
-  }
-};
+// Skips without a usable GPU; the GPU machine runs these (bazel test --test_tag_filters=gpu).
+using CudnnOpsTest = gpu_test::GpuTest;
 
 // ---- Conv2d ----
 
@@ -410,9 +401,7 @@ TEST(CudnnOpsErrorTest, DropoutArgumentErrors) {
 
 // On this (GPU-less) machine: well-formed calls reach UseDevice and say why CUDA cannot be used.
 TEST(CudnnOpsErrorTest, NoGpuIsFailedPrecondition) {
-  if (CudaDeviceCount().ok())
-    GTEST_SKIP() << "a CUDA device is present; this checks the no-GPU path, which runs on machines "
-                    "without one (CI)";
+  PADDLE_SKIP_WITH_GPU();
   const auto expect_no_gpu = [](const absl::Status& s, const char* op) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << op << ": " << s;
     EXPECT_THAT(Message(s), HasSubstr("no CUDA device/driver")) << op;
@@ -432,10 +421,7 @@ TEST(CudnnOpsErrorTest, NoGpuIsFailedPrecondition) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(CudnnOpsTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); the CUDA tests run in the "
-                  "default build on a machine with the toolkit and an NVIDIA GPU";
-}
+TEST(CudnnOpsTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU(); }
 
 #endif  // PADDLE_WITH_CUDA
 

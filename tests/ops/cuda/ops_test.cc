@@ -19,10 +19,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/gpu_test.h"
 
 #if PADDLE_WITH_CUDA
 #include "paddle/core/cuda/cuda_copy.h"
-#include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/half.h"
 #include "paddle/core/philox.h"
 #include "paddle/core/tensor.h"
@@ -117,17 +117,8 @@ void ExpectClose(const Tensor& got_any, const Tensor& want, double atol, double 
   EXPECT_EQ(bad, 0) << what;
 }
 
-constexpr char kRunsOnGpu[] =
-    "runs on the GPU machine via tools/gpu-bundle (bazel test --test_tag_filters=gpu)";
-
-class GpuOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const absl::StatusOr<int> count = CudaDeviceCount();
-    if (!count.ok()) GTEST_SKIP() << count.status().message() << "; " << kRunsOnGpu;
-    if (*count == 0) GTEST_SKIP() << "no CUDA device/driver: 0 devices; " << kRunsOnGpu;
-  }
-};
+// Skips without a usable GPU; the GPU machine runs these (bazel test --test_tag_filters=gpu).
+using GpuOpsTest = gpu_test::GpuTest;
 
 const std::vector<int64_t> kSizes = {1, 3, 17, 1000, 4099};
 const std::vector<DType> kDTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
@@ -470,9 +461,7 @@ TEST(GpuOpsErrorTest, KernelsRejectUnsupportedDTypeAndLaunchNothingForEmptyInput
 // The one test meant for this (GPU-less) machine: a well-formed call reaches UseDevice and says
 // why CUDA cannot be used. On a GPU machine it skips (the GPU tests cover that case).
 TEST(GpuOpsErrorTest, NoGpuIsFailedPrecondition) {
-  if (CudaDeviceCount().ok())
-    GTEST_SKIP() << "a CUDA device is present; this checks the no-GPU path, which runs on machines "
-                    "without one (CI)";
+  PADDLE_SKIP_WITH_GPU();
   const absl::StatusOr<Tensor> y = gpu::Add(FakeCuda({2, 3}), FakeCuda({2, 3}));
   ASSERT_FALSE(y.ok());
   EXPECT_EQ(y.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -525,10 +514,7 @@ TEST(CudaHandlesTest, CurrentStreamIsPerThreadAndSettable) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(GpuOpsTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); the CUDA tests run in the "
-                  "default build on a machine with the toolkit and an NVIDIA GPU";
-}
+TEST(GpuOpsTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU(); }
 
 #endif  // PADDLE_WITH_CUDA
 
