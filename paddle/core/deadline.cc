@@ -78,13 +78,26 @@ absl::Duration DefaultTimeout(TimeoutKind kind) {
   return absl::Seconds(seconds);
 }
 
+namespace {
+
+std::string DurationText(absl::Duration d) {
+  return d == absl::InfiniteDuration() ? std::string("no limit")
+                                       : absl::StrFormat("%gs", absl::ToDoubleSeconds(d));
+}
+
+}  // namespace
+
 std::string TimeoutHint(TimeoutKind kind) {
-  absl::Duration now = DefaultTimeout(kind);
-  return absl::StrCat("raise ", TimeoutEnvVar(kind), " (now ",
-                      now == absl::InfiniteDuration()
-                          ? std::string("no limit")
-                          : absl::StrFormat("%gs", absl::ToDoubleSeconds(now)),
+  return absl::StrCat("raise ", TimeoutEnvVar(kind), " (now ", DurationText(DefaultTimeout(kind)),
                       ") if the job is merely slow");
+}
+
+std::string TimeoutHint(TimeoutKind kind, absl::Duration in_use) {
+  const absl::Duration from_env = DefaultTimeout(kind);
+  if (in_use == from_env) return TimeoutHint(kind);
+  return absl::StrCat("raise the timeout (this wait's was ", DurationText(in_use),
+                      ", set by the caller; ", TimeoutEnvVar(kind), " gives ",
+                      DurationText(from_env), ") if the job is merely slow");
 }
 
 }  // namespace paddle

@@ -63,6 +63,11 @@ absl::string_view TimeoutEnvVar(TimeoutKind kind);
 
 // "raise PADDLE_TIMEOUT_S (now 300s) if the job is merely slow"
 std::string TimeoutHint(TimeoutKind kind);
+// The same for a wait that used `in_use`: when that is not what the environment gives (an option
+// or argument set it), the hint says so instead of quoting a default that did not apply:
+// "raise the timeout (this wait's was 120s, set by the caller; PADDLE_CONNECT_TIMEOUT_S gives
+// 60s) if the job is merely slow".
+std::string TimeoutHint(TimeoutKind kind, absl::Duration in_use);
 
 }  // namespace paddle
 

@@ -63,6 +63,20 @@ TEST(DefaultTimeoutTest, EnvironmentOverridesAndBadValuesFallBack) {
   setenv("PADDLE_TIMEOUT_S", "soon", 1);
   EXPECT_EQ(DefaultTimeout(TimeoutKind::kCollective), absl::Seconds(300));
   unsetenv("PADDLE_TIMEOUT_S");
+}
+
+// A wait whose timeout came from an option, not the environment, must not quote the
+// environment's value as if it had applied.
+TEST(DefaultTimeoutTest, HintNamesTheTimeoutInUse) {
+  unsetenv("PADDLE_CONNECT_TIMEOUT_S");
+  EXPECT_EQ(TimeoutHint(TimeoutKind::kConnect, absl::Seconds(60)),
+            TimeoutHint(TimeoutKind::kConnect));
+  const std::string hint = TimeoutHint(TimeoutKind::kConnect, absl::Seconds(120));
+  EXPECT_NE(hint.find("this wait's was 120s, set by the caller"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("PADDLE_CONNECT_TIMEOUT_S gives 60s"), std::string::npos) << hint;
+  EXPECT_EQ(hint.find("(now "), std::string::npos) << hint;
+  EXPECT_NE(TimeoutHint(TimeoutKind::kStore, absl::InfiniteDuration()).find("was no limit"),
+            std::string::npos);
   EXPECT_EQ(TimeoutEnvVar(TimeoutKind::kStore), "PADDLE_STORE_TIMEOUT_S");
 }
 

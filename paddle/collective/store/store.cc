@@ -17,7 +17,7 @@ absl::Status StoreTimeoutError(const Store& store, absl::string_view op,
   absl::Status timeout = deadline.TimeoutError(absl::StrCat(store.Describe(), ": ", op));
   return absl::DeadlineExceededError(
       absl::StrCat(timeout.message(), " for ", missing.size(), " of ", wanted, " key(s): [", keys,
-                   "]; ", TimeoutHint(TimeoutKind::kStore), " (or pass a longer timeout)"));
+                   "]; ", TimeoutHint(TimeoutKind::kStore, deadline.timeout())));
 }
 
 }  // namespace paddle

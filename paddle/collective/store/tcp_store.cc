@@ -192,7 +192,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const TcpStoreOption
       "could not connect to the TCPStore at ", where, " after ", attempts, " attempt(s) over ",
       SecondsText(deadline.Elapsed()), " (connect_timeout ", SecondsText(options.connect_timeout),
       "); last error: ", last.message(), "; is the rank hosting the store running and reachable? ",
-      TimeoutHint(TimeoutKind::kConnect)));
+      TimeoutHint(TimeoutKind::kConnect, options.connect_timeout)));
 }
 
 absl::StatusOr<std::unique_ptr<TcpStore::Connection>> TcpStore::Open(const Deadline& deadline) {
@@ -352,7 +352,7 @@ absl::StatusOr<TcpStore::Reply> TcpStore::Call(const Request& request, const Dea
       return absl::DeadlineExceededError(absl::StrCat(
           Describe(), ": ", what, " got no reply within ", SecondsText(deadline.Elapsed()),
           " (timeout ", SecondsText(deadline.timeout()), "); the server may be overloaded; ",
-          TimeoutHint(TimeoutKind::kStore)));
+          TimeoutHint(TimeoutKind::kStore, deadline.timeout())));
     }
     if (absl::IsUnavailable(s)) {
       return absl::UnavailableError(absl::StrCat(Describe(), ": ", what, " failed: ", s.message(),

@@ -157,7 +157,7 @@ absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(
                          " local ranks opened segment ", ws->segment_->name(), " within ",
                          absl::FormatDuration(options.connect_timeout),
                          "; the others did not start or could not map it (see their logs); ",
-                         TimeoutHint(TimeoutKind::kConnect)));
+                         TimeoutHint(TimeoutKind::kConnect, options.connect_timeout)));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }

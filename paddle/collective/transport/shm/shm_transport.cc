@@ -215,7 +215,7 @@ absl::Status ShmEngine::ReadPeers(Store& store, const Deadline& deadline, absl::
           .Op("connect")
           .Waited(deadline.Elapsed(), timeout)
           .Hint(absl::StrCat("is rank ", p, " running with the same store and prefix? ",
-                             TimeoutHint(TimeoutKind::kConnect)))
+                             TimeoutHint(TimeoutKind::kConnect, timeout)))
           .Wrap(Annotate(text.status(), absl::StrCat("waiting for rank ", p,
                                                      " to publish its shared-memory segment "
                                                      "under ",
@@ -263,7 +263,7 @@ absl::Status ShmEngine::WaitOpened(Store& store, const Deadline& deadline, absl:
   return Context()
       .Op("connect")
       .Waited(deadline.Elapsed(), timeout)
-      .Hint(TimeoutHint(TimeoutKind::kConnect))
+      .Hint(TimeoutHint(TimeoutKind::kConnect, timeout))
       .Wrap(Annotate(opened, absl::StrCat("waiting for rank(s) [", absl::StrJoin(missing, ", "),
                                           "] to open the shared-memory segments")));
 }

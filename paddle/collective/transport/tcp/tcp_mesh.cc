@@ -125,7 +125,7 @@ absl::Status MeshBuilder::AcceptLowerRanks(const TcpSocket& listener) {
           .Waited(deadline_.Elapsed(), o_.connect_timeout)
           .Hint(absl::StrCat("are those ranks running, and can they reach ", listen_address_,
                              "? (PADDLE_SOCKET_IFNAME chooses the interface); ",
-                             TimeoutHint(TimeoutKind::kConnect)))
+                             TimeoutHint(TimeoutKind::kConnect, o_.connect_timeout)))
           .Wrap(absl::Status(sock.status().code(),
                              absl::StrCat("listening on ", listen_address_, ": rank(s) [",
                                           absl::StrJoin(missing, ", "), "] did not connect: ",
@@ -266,7 +266,8 @@ absl::Status MeshBuilder::ConnectHigherRank(int peer) {
       .Op("connect")
       .Waited(deadline_.Elapsed(), o_.connect_timeout)
       .Hint(absl::StrCat("is rank ", peer, " running, and is ", address,
-                         " reachable from this host? ", TimeoutHint(TimeoutKind::kConnect)))
+                         " reachable from this host? ",
+                         TimeoutHint(TimeoutKind::kConnect, o_.connect_timeout)))
       .Wrap(absl::DeadlineExceededError(absl::StrCat("could not connect to rank ", peer, " at ",
                                                      address, " in ", attempts,
                                                      " attempt(s); last error: ", last.message())));

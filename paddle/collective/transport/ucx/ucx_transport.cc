@@ -184,7 +184,7 @@ absl::Status UcxTransport::ExchangeAddresses(const TransportOptions& options,
           .Op("connect")
           .Waited(deadline.Elapsed(), options.connect_timeout)
           .Hint(absl::StrCat("is rank ", peer, " running with the same store and prefix? ",
-                             TimeoutHint(TimeoutKind::kConnect)))
+                             TimeoutHint(TimeoutKind::kConnect, options.connect_timeout)))
           .Wrap(Annotate(value.status(),
                          absl::StrCat("waiting for rank ", peer, " to publish its address")));
     }
@@ -227,7 +227,7 @@ absl::Status UcxTransport::AwaitHellos(const TransportOptions& options, const De
       .Waited(deadline.Elapsed(), options.connect_timeout)
       .Hint(absl::StrCat("are those ranks running, and can UCX reach them (UCX_TLS, "
                          "UCX_NET_DEVICES)? ",
-                         TimeoutHint(TimeoutKind::kConnect)))
+                         TimeoutHint(TimeoutKind::kConnect, options.connect_timeout)))
       .Wrap(absl::DeadlineExceededError(
           absl::StrCat("no UCX hello exchanged with rank(s) [", absl::StrJoin(missing, ", "),
                        "] after connecting to their published addresses")));
