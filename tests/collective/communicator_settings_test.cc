@@ -83,13 +83,27 @@ TEST(AgreeOnSizesTest, SizesSetByTheUserStay) {
   EXPECT_EQ(rank0.slot_bytes, AutomaticSizes(2, CoresAvailable()).slot_bytes);
 }
 
+// A rank left on "auto" while rank 0 has sizes from the user (a mismatched environment) still
+// finds the key and takes rank 0's sizes; the settings check then names the difference.
+TEST(AgreeOnSizesTest, RankZeroPublishesSizesTheUserSet) {
+  auto store = std::make_shared<HashStore>();
+  Settings rank0;
+  rank0.piece_bytes = 8192;
+  rank0.slot_bytes = 16384;
+  ASSERT_TRUE(AgreeOnSizes(store.get(), "k", 0, 2, 2, absl::Seconds(1), &rank0).ok());
+  Settings rank1;
+  ASSERT_TRUE(AgreeOnSizes(store.get(), "k", 1, 2, 2, absl::Seconds(1), &rank1).ok());
+  EXPECT_EQ(rank1.piece_bytes, 8192u);
+  EXPECT_EQ(rank1.slot_bytes, 16384u);
+}
+
 TEST(AgreeOnSizesTest, ErrorsNameTheKey) {
   auto store = std::make_shared<HashStore>();
   Settings settings;
   absl::Status missing =
       AgreeOnSizes(store.get(), "g/sizes", 1, 2, 2, absl::Milliseconds(50), &settings);
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.message(), HasSubstr("reading rank 0's automatic piece and slot sizes"));
+  EXPECT_THAT(missing.message(), HasSubstr("reading rank 0's piece and slot sizes"));
 
   ASSERT_TRUE(store->Set("g/sizes", "piece_bytes=lots").ok());
   absl::Status garbled =

@@ -105,23 +105,28 @@ BlockSizes AutomaticSizes(int local_size, int cores) {
 
 absl::Status AgreeOnSizes(Store* store, const std::string& key, int rank, int world_size,
                           int local_size, absl::Duration timeout, Settings* settings) {
+  if (rank == 0 || world_size == 1) {
+    const BlockSizes automatic = AutomaticSizes(local_size, CoresAvailable());
+    if (settings->piece_bytes == 0) settings->piece_bytes = automatic.piece_bytes;
+    if (settings->slot_bytes == 0) settings->slot_bytes = automatic.slot_bytes;
+    if (world_size == 1) return absl::OkStatus();
+    // Published even when the user set both: a rank left on "auto" by a mismatched environment
+    // then still finds the key, and the settings check names the difference.
+    return Annotate(store->Set(key, absl::StrCat("piece_bytes=", settings->piece_bytes,
+                                                 " slot_bytes=", settings->slot_bytes)),
+                    "publishing the piece and slot sizes");
+  }
   if (settings->piece_bytes != 0 && settings->slot_bytes != 0) return absl::OkStatus();
-  BlockSizes sizes = AutomaticSizes(local_size, CoresAvailable());
-  if (world_size > 1 && rank == 0) {
-    RETURN_IF_ERROR(Annotate(store->Set(key, absl::StrCat("piece_bytes=", sizes.piece_bytes,
-                                                          " slot_bytes=", sizes.slot_bytes)),
-                             "publishing the automatic piece and slot sizes"));
-  } else if (world_size > 1) {
-    absl::StatusOr<std::string> published = store->Get(key, timeout);
-    if (!published.ok()) {
-      return Annotate(published.status(), "reading rank 0's automatic piece and slot sizes");
-    }
-    if (std::sscanf(published->c_str(), "piece_bytes=%zu slot_bytes=%zu", &sizes.piece_bytes,
-                    &sizes.slot_bytes) != 2 ||
-        sizes.piece_bytes == 0 || sizes.slot_bytes == 0) {
-      return absl::InternalError(absl::StrCat("rank 0 published \"", *published, "\" under ", key,
-                                              " instead of automatic piece and slot sizes"));
-    }
+  absl::StatusOr<std::string> published = store->Get(key, timeout);
+  if (!published.ok()) {
+    return Annotate(published.status(), "reading rank 0's piece and slot sizes");
+  }
+  BlockSizes sizes;
+  if (std::sscanf(published->c_str(), "piece_bytes=%zu slot_bytes=%zu", &sizes.piece_bytes,
+                  &sizes.slot_bytes) != 2 ||
+      sizes.piece_bytes == 0 || sizes.slot_bytes == 0) {
+    return absl::InternalError(absl::StrCat("rank 0 published \"", *published, "\" under ", key,
+                                            " instead of piece and slot sizes"));
   }
   if (settings->piece_bytes == 0) settings->piece_bytes = sizes.piece_bytes;
   if (settings->slot_bytes == 0) settings->slot_bytes = sizes.slot_bytes;

@@ -61,8 +61,9 @@ struct BlockSizes {
 BlockSizes AutomaticSizes(int local_size, int cores);
 
 // Fills in the sizes `settings` leaves automatic: rank 0 chooses them (AutomaticSizes for its
-// host's local size and its cores) and publishes them under `key`; the other ranks read them, so
-// every rank cuts messages alike even when hosts differ. Errors name the key and the timeout.
+// host's local size and its cores) and publishes its sizes under `key`; the other ranks read them
+// when they have sizes to fill in, so every rank cuts messages alike even when hosts differ.
+// Errors name the key; a missing key fails after `timeout`.
 absl::Status AgreeOnSizes(Store* store, const std::string& key, int rank, int world_size,
                           int local_size, absl::Duration timeout, Settings* settings);
 
