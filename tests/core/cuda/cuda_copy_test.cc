@@ -170,7 +170,8 @@ TEST_F(CudaCopyTest, CopyTensorIntoExistingTensors) {
 }
 
 TEST_F(CudaCopyTest, BetweenTwoDevices) {
-  if (device_count() < 2) GTEST_SKIP() << "one CUDA device; a peer copy needs two";
+  if (device_count() < 2)
+    GTEST_SKIP() << "one CUDA device; a peer copy needs two: runs on a multi-GPU machine";
   const Tensor host = Random({1000, 3}, DType::kFloat64, 5);
   absl::StatusOr<Tensor> d0 = ToDevice(host, Device::Cuda(0));
   ASSERT_TRUE(d0.ok()) << d0.status();

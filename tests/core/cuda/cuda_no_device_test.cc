@@ -14,6 +14,7 @@
 #include "paddle/core/cuda/cuda_stream.h"
 #include "paddle/core/tensor.h"
 #endif
+#include "tests/testing/gpu_test.h"
 
 namespace paddle {
 namespace {
@@ -24,10 +25,7 @@ using ::testing::HasSubstr;
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
-bool HaveGpu() {
-  absl::StatusOr<int> count = CudaDeviceCount();
-  return count.ok() && *count > 0;
-}
+bool HaveGpu() { return gpu_test::GpuDeviceCount() > 0; }
 
 Tensor Iota(absl::Span<const int64_t> shape) {
   absl::StatusOr<Tensor> t = Tensor::Empty(shape, DType::kFloat32);
@@ -73,7 +71,7 @@ TEST(CudaNoDeviceTest, ToDeviceNamesTheTensorAndTheReason) {
 }
 
 TEST(CudaNoDeviceTest, StreamsEventsAndGuardsSayThereIsNoDevice) {
-  if (HaveGpu()) GTEST_SKIP() << "a GPU is present; cuda_stream_test covers this machine";
+  PADDLE_SKIP_WITH_GPU() << "; cuda_stream_test covers this machine";
   for (const absl::Status& s : {CudaStream::Create(0).status(), CudaEvent::Create(0).status(),
                                 CudaDeviceGuard::Create(0).status()}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -125,9 +123,7 @@ TEST(CudaNoDeviceTest, CpuToCpuCopiesNeedNoDevice) {
 
 #else  // !PADDLE_WITH_CUDA
 
-TEST(CudaNoDeviceTest, Skipped) {
-  GTEST_SKIP() << "built without CUDA (--config=nocuda or no toolkit); paddle/core/cuda is empty";
-}
+TEST(CudaNoDeviceTest, Skipped) { PADDLE_SKIP_WITHOUT_GPU() << "; paddle/core/cuda is empty"; }
 
 #endif  // PADDLE_WITH_CUDA
 
