@@ -159,50 +159,14 @@ TEST(ShmTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
   });
 }
 
-// Note [Spare unexpected-message buffers]: unexpected large messages reuse the buffers of earlier
-// ones. Rounds of several unexpected messages of sizes that fit, and do not fit, the buffers kept
-// from the round before, each received and checked byte for byte, with CMA and with streaming.
-void ExpectUnexpectedMessagesReuseBuffers(bool cma) {
-  ScopedCma scoped(cma);
-  const std::vector<std::vector<size_t>> rounds = {
-      {(1 << 20) + 3, (1 << 20) + 3, 700 << 10},
-      {(700 << 10) + 1, (1 << 20) + 3, (3 << 20) + 1},  // the first two fit spares, the last not
-      {(3 << 20) + 1, 600 << 10, (1 << 20)},            // 600 KiB is too small for a 1 MiB spare
-      {(1 << 20) + 3, (1 << 20) + 3, (1 << 20) + 3, (1 << 20) + 3, (1 << 20) + 3}};
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    int tag = 10;
-    for (const std::vector<size_t>& sizes : rounds) {
-      const int first = tag;
-      if (ctx.rank == 0) {
-        std::vector<std::unique_ptr<TransportRequest>> sends;
-        std::vector<std::vector<char>> payloads;
-        for (size_t bytes : sizes) payloads.push_back(Payload(0, tag++, bytes));
-        for (size_t i = 0; i < sizes.size(); ++i) {
-          sends.push_back(ch.Send(payloads[i].data(), sizes[i], static_cast<uint64_t>(first)));
-        }
-        for (auto& send : sends) ASSERT_OK(WaitLong(*send));  // all buffered by rank 1
-        ctx.barrier->Wait();
-      } else {
-        ctx.barrier->Wait();  // every message of the round arrived before its receive
-        for (size_t bytes : sizes) {
-          std::vector<char> got(bytes);
-          ASSERT_OK(WaitLong(*ch.Recv(got.data(), bytes, static_cast<uint64_t>(first))));
-          EXPECT_EQ(Mismatch(got, 0, tag), "") << "message " << tag << ", " << bytes << " bytes";
-          ++tag;
-        }
-      }
-      ctx.barrier->Wait();
-    }
-  });
-}
-
 TEST(ShmTransportTest, UnexpectedLargeMessagesReuseBuffersWithCma) {
-  ExpectUnexpectedMessagesReuseBuffers(true);
+  ScopedCma on(true);
+  ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
 }
 
 TEST(ShmTransportTest, UnexpectedLargeMessagesReuseBuffersWithoutCma) {
-  ExpectUnexpectedMessagesReuseBuffers(false);
+  ScopedCma off(false);
+  ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
 }
 
 TEST(ShmTransportTest, PostedReceiveNobodyWaitsOnCompletesInTheBackground) {

@@ -183,6 +183,103 @@ TEST(TcpTransportTest, ReceivePostedWhileLargeMessageArrives) {
   });
 }
 
+TEST(TcpTransportTest, UnexpectedLargeMessagesReuseBuffers) {
+  ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
+}
+
+// Note [Waiter drives]: small sends queued behind a large one that filled the socket are written
+// by whichever thread gets there (the waiter of a small send, polling for room, or the loop once
+// the waiter has left), and the receiver, posting late, gets every byte in order.
+TEST(TcpTransportTest, SmallSendsQueuedBehindAFullSocketComplete) {
+  const size_t big = kLargeBytes;
+  constexpr int kSmall = 64;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      std::vector<char> large = Payload(0, 1000, big);
+      std::vector<std::vector<char>> small;
+      for (int i = 0; i < kSmall; ++i) small.push_back(Payload(0, i, 100 + i));
+      auto first = ch.Send(large.data(), big, 1);
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int i = 0; i < kSmall; ++i) sends.push_back(ch.Send(small[i].data(), 100 + i, 2));
+      ctx.barrier->Wait();  // the receiver starts reading only now
+      // Waited for from the last: its waiter drives every write ahead of it.
+      for (int i = kSmall - 1; i >= 0; --i) {
+        absl::Status status = WaitLong(*sends[i]);
+        ASSERT_TRUE(status.ok()) << "small send " << i << ": " << status;
+      }
+      ASSERT_OK(WaitLong(*first));
+      ctx.barrier->Wait();
+      return;
+    }
+    ctx.barrier->Wait();
+    absl::SleepFor(absl::Milliseconds(50));  // let the sender block on a full socket
+    std::vector<char> large(big);
+    ASSERT_OK(WaitLong(*ch.Recv(large.data(), big, 1)));
+    EXPECT_EQ(Mismatch(large, 0, 1000), "");
+    for (int i = 0; i < kSmall; ++i) {
+      std::vector<char> got(100 + i);
+      ASSERT_OK(WaitLong(*ch.Recv(got.data(), got.size(), 2)));
+      EXPECT_EQ(Mismatch(got, 0, i), "") << "small message " << i;
+    }
+    ctx.barrier->Wait();
+  });
+}
+
+// Note [Waiter drives]: a driver turns the loop's output watch off; a large send queued after it
+// left (its waiter does not drive) must turn it back on, or the rest of the message is never
+// written.
+TEST(TcpTransportTest, LargeSendAfterADrivenWaitIsFinishedByTheLoop) {
+  const size_t big = kLargeBytes;
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    std::vector<char> small(64);
+    if (ctx.rank == 0) {
+      ASSERT_OK(WaitLong(*ch.Recv(small.data(), small.size(), 1)));  // a driven wait
+      std::vector<char> large = Payload(0, 2, big);
+      auto send = ch.Send(large.data(), big, 2);  // fills the socket: the rest is queued
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*send));
+      return;
+    }
+    std::vector<char> out = Payload(1, 1, small.size());
+    ASSERT_OK(WaitLong(*ch.Send(out.data(), out.size(), 1)));
+    ctx.barrier->Wait();
+    absl::SleepFor(absl::Milliseconds(20));
+    std::vector<char> large(big);
+    ASSERT_OK(WaitLong(*ch.Recv(large.data(), big, 2)));
+    EXPECT_EQ(Mismatch(large, 0, 2), "");
+  });
+}
+
+// Note [Waiter drives]: per rank, one thread streams small sends and waits for each while another
+// receives and waits, both ways over one channel at once, with a few large messages mixed in so
+// sockets fill up: waiters of both directions take turns driving the socket and handing its watch
+// back to the loop. Every byte is checked; a lost output edge would hang (and time out here).
+TEST(TcpTransportTest, ConcurrentSmallSendsAndReceivesOnOneChannel) {
+  constexpr int kMessages = 400;
+  auto size = [](int i) -> size_t { return i % 50 == 49 ? (1 << 20) + i : 1 + (i * 37) % 9000; };
+  RunRanks(2, [&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    const int peer = 1 - ctx.rank;
+    std::thread sender([&] {
+      for (int i = 0; i < kMessages; ++i) {
+        std::vector<char> out = Payload(ctx.rank, i, size(i));
+        absl::Status status = WaitLong(*ch.Send(out.data(), out.size(), 5));
+        ASSERT_TRUE(status.ok()) << "send " << i << ": " << status;
+      }
+    });
+    for (int i = 0; i < kMessages; ++i) {
+      std::vector<char> got(size(i));
+      absl::Status status = WaitLong(*ch.Recv(got.data(), got.size(), 5));
+      EXPECT_TRUE(status.ok()) << "recv " << i << ": " << status;
+      EXPECT_EQ(Mismatch(got, peer, i), "") << "message " << i;
+      if (testing::Test::HasFailure()) break;  // joins the sender below either way
+    }
+    sender.join();
+  });
+}
+
 TEST(TcpTransportTest, Ipv6Loopback) {
   if (!SocketAddress::FromIp("::1", 0).ok() ||
       !TcpSocket::Listen(*SocketAddress::FromIp("::1", 0), 1).ok()) {

@@ -186,15 +186,15 @@ std::unique_ptr<TransportRequest> ShmChannel::Recv(void* data, size_t bytes, uin
         if (message->bytes != bytes) {
           error = SizeMismatch(*op, message->bytes);
         } else if (message->complete) {
-          if (bytes > 0) std::memcpy(data, message->data.get(), bytes);
+          if (bytes > 0) std::memcpy(data, message->data.data.get(), bytes);
           done.push_back(op);
-          GiveBack(std::move(message->data), message->capacity);
+          spare_.GiveBack(std::move(message->data));
         } else {
           // Still streaming in: the rest goes straight into this receive.
-          std::memcpy(data, message->data.get(), stream_received_);
+          std::memcpy(data, message->data.data.get(), stream_received_);
           stream_op_ = op;
           stream_buffer_.reset();
-          GiveBack(std::move(message->data), message->capacity);
+          spare_.GiveBack(std::move(message->data));
         }
       }
     }
@@ -259,7 +259,7 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
       stream_received_ += length;
       if (stream_received_ == size) done->push_back(std::move(stream_op_));
     } else if (stream_buffer_ != nullptr) {
-      std::memcpy(stream_buffer_->data.get() + record.word0, payload, length);
+      std::memcpy(stream_buffer_->data.data.get() + record.word0, payload, length);
       stream_received_ += length;
       if (stream_received_ == size) {
         stream_buffer_->complete = true;
@@ -314,8 +314,8 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
     // release the sender, as the TCP transport buffers unexpected messages. Leaving the sender
     // waiting for a receive would deadlock a rank that waits for its send before it posts its
     // receive (a pattern the TCP transport, with its kernel buffers, has always allowed).
-    message->data = TakeBuffer(size, &message->capacity);
-    if (message->data == nullptr) {
+    message->data = spare_.Take(size);
+    if (message->data.data == nullptr) {
       return ErrorContext()
           .Rank(link_->rank, link_->world_size)
           .Peer(link_->peer, link_->peer_address)
@@ -324,13 +324,13 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
           .Wrap(absl::ResourceExhaustedError(absl::StrCat(
               "out of memory buffering an unexpected message (tag ", tag, ", no Recv posted)")));
     }
-    ShmOp staging(ShmOp::Kind::kRecv, message->data.get(), size, tag, /*seq=*/-1);
+    ShmOp staging(ShmOp::Kind::kRecv, message->data.data.get(), size, tag, /*seq=*/-1);
     RETURN_IF_ERROR(ReadCma(staging, record.word0, record.word1));
     message->complete = true;
   } else {
     if (size > 0) {
-      message->data = TakeBuffer(size, &message->capacity);
-      if (message->data == nullptr) {
+      message->data = spare_.Take(size);
+      if (message->data.data == nullptr) {
         return ErrorContext()
             .Rank(link_->rank, link_->world_size)
             .Peer(link_->peer, link_->peer_address)
@@ -339,7 +339,7 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
             .Wrap(absl::ResourceExhaustedError(absl::StrCat(
                 "out of memory buffering an unexpected message (tag ", tag, ", no Recv posted)")));
       }
-      std::memcpy(message->data.get(), payload, length);
+      std::memcpy(message->data.data.get(), payload, length);
     }
     message->complete = length == size;
     if (!message->complete) {
@@ -349,59 +349,6 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
   }
   unexpected_.push_back(std::move(message));
   return absl::OkStatus();
-}
-
-// Note [Spare unexpected-message buffers]
-// A large message that arrives before its receive is pulled at once into a buffer of this rank's
-// own (see OnRecord). A fresh buffer of megabytes is a fresh mmap: every page faults in while
-// the message is copied and is unmapped again after the copy out, and on the development VM that
-// made both-ways streaming of 1-64 MiB messages run at 0.24-0.44 GB/s (transport_bench bidir, a
-// profile dominated by page faults under process_vm_readv). So buffers of at least
-// kSpareMinBytes go back to a small per-channel list once copied out, and the next unexpected
-// message of a size they fit (no more than twice as large) reuses one. At most kMaxSpares buffers
-// and kMaxSpareBytes are kept per channel; smaller buffers come from malloc as before.
-namespace {
-
-constexpr size_t kSpareMinBytes = size_t{256} << 10;
-constexpr size_t kMaxSpares = 4;
-constexpr size_t kMaxSpareBytes = size_t{128} << 20;
-
-}  // namespace
-
-std::unique_ptr<char[]> ShmChannel::TakeBuffer(size_t bytes, size_t* capacity) {
-  if (bytes >= kSpareMinBytes) {
-    auto best = spare_.end();
-    for (auto it = spare_.begin(); it != spare_.end(); ++it) {
-      if (it->capacity >= bytes && it->capacity / 2 <= bytes &&
-          (best == spare_.end() || it->capacity < best->capacity)) {
-        best = it;
-      }
-    }
-    if (best != spare_.end()) {
-      std::unique_ptr<char[]> buffer = std::move(best->data);
-      *capacity = best->capacity;
-      spare_.erase(best);
-      return buffer;
-    }
-  }
-  *capacity = bytes;
-  return std::unique_ptr<char[]>(new (std::nothrow) char[bytes]);
-}
-
-void ShmChannel::GiveBack(std::unique_ptr<char[]> buffer, size_t capacity) {
-  if (buffer == nullptr || capacity < kSpareMinBytes || capacity > kMaxSpareBytes) return;
-  size_t kept = capacity;
-  for (const SpareBuffer& b : spare_) kept += b.capacity;
-  // Over a limit, the smallest spares make room: recent sizes are the likeliest next ones.
-  while (!spare_.empty() && (spare_.size() >= kMaxSpares || kept > kMaxSpareBytes)) {
-    auto smallest = std::min_element(
-        spare_.begin(), spare_.end(),
-        [](const SpareBuffer& a, const SpareBuffer& b) { return a.capacity < b.capacity; });
-    kept -= smallest->capacity;
-    spare_.erase(smallest);
-  }
-  if (kept > kMaxSpareBytes) return;
-  spare_.push_back({std::move(buffer), capacity});
 }
 
 absl::Status ShmChannel::ReadCma(ShmOp& op, uint64_t address, uint64_t id) {

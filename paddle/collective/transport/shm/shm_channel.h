@@ -41,6 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "paddle/collective/transport/shm/shm_ring.h"
+#include "paddle/collective/transport/spare_buffers.h"
 #include "paddle/collective/transport/transport.h"
 #include "paddle/core/deadline.h"
 
@@ -139,9 +140,8 @@ class ShmChannel final : public Channel {
   struct Unexpected {
     uint64_t tag = 0;
     size_t bytes = 0;
-    std::unique_ptr<char[]> data;  // the payload (CMA messages are pulled on arrival)
-    size_t capacity = 0;           // of `data`
-    bool complete = false;         // all of `data` arrived
+    SpareBuffers::Buffer data;  // the payload (CMA messages are pulled on arrival)
+    bool complete = false;      // all of `data` arrived
   };
   using OpList = std::vector<std::shared_ptr<ShmOp>>;
 
@@ -155,13 +155,6 @@ class ShmChannel final : public Channel {
   absl::Status ReadCma(ShmOp& op, uint64_t address, uint64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   void CompleteAll(OpList& done);
-  // Note [Spare unexpected-message buffers]: a buffer of at least `bytes` for an unexpected
-  // message, reusing a spare one when it fits (null when memory runs out), and giving one back
-  // once its message was copied out.
-  std::unique_ptr<char[]> TakeBuffer(size_t bytes, size_t* capacity)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
-  void GiveBack(std::unique_ptr<char[]> buffer, size_t capacity)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
 
   absl::Status SizeMismatch(const ShmOp& op, size_t sent_bytes) const;
 
@@ -188,11 +181,7 @@ class ShmChannel final : public Channel {
   std::shared_ptr<ShmOp> stream_op_ ABSL_GUARDED_BY(recv_mu_);
   std::shared_ptr<Unexpected> stream_buffer_ ABSL_GUARDED_BY(recv_mu_);
   size_t stream_received_ ABSL_GUARDED_BY(recv_mu_) = 0;
-  struct SpareBuffer {
-    std::unique_ptr<char[]> data;
-    size_t capacity = 0;
-  };
-  std::vector<SpareBuffer> spare_ ABSL_GUARDED_BY(recv_mu_);
+  SpareBuffers spare_ ABSL_GUARDED_BY(recv_mu_);  // Note [Spare unexpected-message buffers]
   // For checking, without the lock, whether the inbound ring has records.
   ShmRing inbound_probe_;
 };

@@ -27,12 +27,13 @@ constexpr size_t kStagingBytes = 64 << 10;
 constexpr size_t kDirectReadMinBytes = 8 << 10;
 // Bytes read from one socket per loop turn before the other sockets get their turn.
 constexpr size_t kReadBudgetBytes = 8 << 20;
-// Receives up to this size may be read by their waiter (Note [Waiter reads] in tcp_request.h);
-// larger ones are left to the loop thread. A waiter reading 1 MiB messages streamed one way cut
-// transport_bench's bandwidth from 3.1 to 0.16 GB/s on the 2-core VM (not from poll() timeouts;
-// turning the loop's input events off meanwhile did not help either; cause not found), while
-// for small messages it saves a thread hand-off: 4 KiB ping-pong one-way p50 34 -> 25 us.
-constexpr size_t kWaiterReadMaxBytes = 64 << 10;
+// Sends and receives up to this size may be driven by their waiter (Note [Waiter drives] in
+// tcp_request.h); larger ones are left to the loop thread. A waiter reading 1 MiB messages
+// streamed one way cut transport_bench's bandwidth from 3.5 to 0.17 GB/s on the 2-core VM: the
+// sender ran a window ahead, so most messages arrived before their receive was posted and took an
+// extra copy through an unexpected-message buffer, while the loop thread, reading on the other
+// core, had kept up. For small messages driving saves thread hand-offs and wake-ups.
+constexpr size_t kWaiterDrivesMaxBytes = 64 << 10;
 // Note [Receive low-water mark].
 constexpr size_t kMaxLowWaterBytes = 256 << 10;
 // iovec entries per sendmsg: a batch of up to 32 queued messages (header and payload each).
@@ -50,13 +51,13 @@ void CompleteAll(OpList& ops) {
 }  // namespace
 
 TcpChannel::TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop,
-                       Owner* owner, absl::Duration wait_spin, bool waiter_reads)
+                       Owner* owner, absl::Duration wait_spin, bool waiter_drives)
     : link_(std::move(link)),
       socket_(std::move(socket)),
       loop_(loop),
       owner_(owner),
       wait_spin_(wait_spin),
-      waiter_reads_(waiter_reads),
+      waiter_drives_(waiter_drives),
       staging_(new char[kStagingBytes]) {
   std::lock_guard<std::mutex> lock(reader_->mu);
   reader_->channel = this;
@@ -77,8 +78,7 @@ bool TcpChannel::LinkDown() const {
 
 std::unique_ptr<TransportRequest> TcpChannel::MakeRequest(std::shared_ptr<TcpOp> op) const {
   std::shared_ptr<TcpReaderHook> reader;
-  if (waiter_reads_ && op->kind == TcpOp::Kind::kRecv && op->bytes <= kWaiterReadMaxBytes &&
-      !op->IsCompleted()) {
+  if (waiter_drives_ && op->bytes <= kWaiterDrivesMaxBytes && !op->IsCompleted()) {
     reader = reader_;
   }
   return std::make_unique<TcpRequest>(std::move(op), link_, wait_spin_, std::move(reader));
@@ -106,12 +106,67 @@ std::unique_ptr<TransportRequest> TcpChannel::Send(const void* data, size_t byte
       bool idle = send_queue_.empty();
       send_queue_.push_back(op);
       if (idle) error = WriteQueued(&done);
+      send_pending_.store(!send_queue_.empty());
     }
   }
   if (!cause.ok()) op->Fail(cause, *link_);
   CompleteAll(done);
+  if (error.ok() && write_missed_.load()) error = TryWrite();
+  if (error.ok() && send_pending_.load()) WatchOutput();
   if (!error.ok()) owner_->Poison(error, link_->peer);
   return MakeRequest(std::move(op));
+}
+
+// Note [Waiter drives]: the loop never blocks on send_mu_. A thread that finds it taken leaves a
+// note (write_missed_) and goes; whoever holds the lock checks the note after letting go and writes
+// again, so an output edge that came while the lock was held is never lost. Holders that do not
+// write (Idle, SendCloseFrame) check it too.
+absl::Status TcpChannel::TryWrite() {
+  write_missed_.store(true);
+  while (write_missed_.load()) {
+    std::unique_lock<std::mutex> lock(send_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return absl::OkStatus();  // the holder sees write_missed_
+    write_missed_.store(false);
+    OpList done;
+    absl::Status error;
+    if (!send_closed_) error = WriteQueued(&done);
+    send_pending_.store(!send_queue_.empty());
+    lock.unlock();
+    CompleteAll(done);
+    if (!error.ok()) return error;
+  }
+  return absl::OkStatus();
+}
+
+void TcpChannel::WriteMissed() {
+  if (!write_missed_.load()) return;
+  absl::Status error = TryWrite();
+  if (!error.ok()) owner_->Poison(error, link_->peer);
+}
+
+void TcpChannel::WatchOutput() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  if (driven_ || output_watched_) return;  // a driver re-arms the watch when it leaves
+  output_watched_ = true;
+  loop_->Watch(socket_.fd(), this, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+}
+
+void TcpChannel::StartDriving() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  driven_ = true;
+  output_watched_ = false;
+  loop_->Watch(socket_.fd(), this, 0);  // hang-ups and errors still reach the loop
+}
+
+void TcpChannel::StopDriving() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  driven_ = false;
+  // Re-arming reports what is ready now: input that arrived meanwhile wakes the loop, as it
+  // should. Output is watched only while sends are queued, since a writable socket would wake
+  // the loop at once for nothing. A Send that queues after this reads driven_ false and arms it.
+  output_watched_ = send_pending_.load();
+  loop_->Watch(socket_.fd(), this,
+               EPOLLIN | EPOLLRDHUP | EPOLLET | (output_watched_ ? EPOLLOUT : 0u));
 }
 
 absl::Status TcpChannel::WriteQueued(OpList* done) {
@@ -197,7 +252,8 @@ std::unique_ptr<TransportRequest> TcpChannel::Recv(void* data, size_t bytes, uin
     owner_->Poison(mismatch, link_->peer);
   } else if (arrived != nullptr) {
     // The copy runs on the caller's thread, outside the lock: the message is ours alone now.
-    if (bytes > 0) std::memcpy(data, arrived->data.get(), bytes);
+    if (bytes > 0) std::memcpy(data, arrived->data.data.get(), bytes);
+    Recycle(*arrived);
     op->progress.store(bytes, std::memory_order_relaxed);
     op->Complete(absl::OkStatus());
   }
@@ -211,7 +267,7 @@ bool TcpChannel::OnEvents(uint32_t events) {
   absl::Status error;
   bool more = false;
   if (events == 0 || (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
-    // Note [Waiter reads]: `missed` first, so a holder that releases after our try_lock fails
+    // Note [Waiter drives]: `missed` first, so a holder that releases after our try_lock fails
     // sees it.
     reader_->missed.store(true);
     std::unique_lock<std::mutex> reader(reader_->mu, std::try_to_lock);
@@ -220,14 +276,7 @@ bool TcpChannel::OnEvents(uint32_t events) {
       more = ReadAvailable(&error);
     }
   }
-  if (error.ok() && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) {
-    OpList done;
-    {
-      std::lock_guard<std::mutex> lock(send_mu_);
-      if (!send_closed_) error = WriteQueued(&done);
-    }
-    CompleteAll(done);
-  }
+  if (error.ok() && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) error = TryWrite();
   if (!error.ok()) {
     owner_->Poison(error, link_->peer);
     return false;
@@ -235,27 +284,38 @@ bool TcpChannel::OnEvents(uint32_t events) {
   return more;
 }
 
-void TcpChannel::ReadForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline) {
+void TcpChannel::DriveForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline) {
   absl::Status error;
   {
     std::unique_lock<std::mutex> reader(hook.mu, std::try_to_lock);
     if (!reader.owns_lock() || hook.channel == nullptr) return;
     TcpChannel& channel = *hook.channel;
+    channel.StartDriving();
+    const absl::Time spin_until = absl::Now() + channel.wait_spin_;
     while (!op.IsCompleted() && channel.owner_->PoisonCause().ok()) {
       hook.missed.store(false);  // whatever the loop skipped, this read covers
       const bool more = channel.ReadAvailable(&error);
       if (!error.ok() || op.IsCompleted()) break;
+      bool sending = channel.send_pending_.load();
+      if (sending) {
+        error = channel.TryWrite();
+        if (!error.ok() || op.IsCompleted()) break;
+        sending = channel.send_pending_.load();
+      }
       if (more) continue;
       if (deadline.Expired()) break;
-      // Sleep until the socket has input (or is shut down by Fail). Bounded, so a missed
-      // wake-up costs at most this long.
+      if (channel.wait_spin_ > absl::ZeroDuration() && absl::Now() < spin_until) continue;
+      // Sleep until the socket has input, room for queued output, or is shut down by Fail.
+      // Bounded, so a missed wake-up costs at most this long.
       constexpr int kMaxSleepMillis = 100;
       const int millis = deadline.IsNever()
                              ? kMaxSleepMillis
                              : std::min(deadline.PollTimeoutMillis(), kMaxSleepMillis);
-      pollfd p{channel.socket_.fd(), POLLIN | POLLRDHUP, 0};
+      pollfd p{channel.socket_.fd(),
+               static_cast<short>(POLLIN | POLLRDHUP | (sending ? POLLOUT : 0)), 0};
       (void)poll(&p, 1, millis);
     }
+    channel.StopDriving();
     // Poisoning only posts work to the loop thread (this is not it), so it is safe under the
     // role; the loop then fails this channel, taking the role once we let it go.
     if (!error.ok()) channel.owner_->Poison(error, channel.link_->peer);
@@ -304,7 +364,8 @@ bool TcpChannel::ReadAvailable(absl::Status* error) {
     }
 
     // The claimant cannot complete before this copy: its completion, if due, is in `done`.
-    if (prefix_bytes > 0) std::memcpy(claimant->data, prefix->data.get(), prefix_bytes);
+    if (prefix_bytes > 0) std::memcpy(claimant->data, prefix->data.data.get(), prefix_bytes);
+    if (prefix != nullptr) Recycle(*prefix);
     CompleteAll(done);
     if (!error->ok()) return false;
     if (count == 0) {
@@ -361,6 +422,12 @@ void TcpChannel::SetLowWater() {
   if (setsockopt(socket_.fd(), SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) {
     low_water_ = want;
   }
+}
+
+void TcpChannel::Recycle(Unexpected& message) {
+  if (message.data.capacity < SpareBuffers::kMinBytes) return;  // not kept: skip the lock
+  std::lock_guard<std::mutex> lock(recv_mu_);
+  if (!recv_closed_) spare_.GiveBack(std::move(message.data));
 }
 
 std::shared_ptr<TcpChannel::Unexpected> TcpChannel::SwitchToClaimant(size_t* arrived) {
@@ -444,8 +511,8 @@ absl::Status TcpChannel::StartMessage(const tcp_wire::MessageHeader& header, OpL
     message->tag = tag;
     message->bytes = bytes;
     if (bytes > 0) {
-      message->data.reset(new (std::nothrow) char[bytes]);
-      if (message->data == nullptr) {
+      message->data = spare_.Take(bytes);
+      if (message->data.data == nullptr) {
         in_ = Inbound{};
         return ErrorContext()
             .Rank(link_->rank, link_->world_size)
@@ -506,7 +573,7 @@ void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
     send_queue_.clear();
   }
   socket_.Shutdown();  // after the abort frame, which goes out ahead of the FIN
-  // The shutdown wakes a waiter asleep in poll() holding the reader role (Note [Waiter reads]).
+  // The shutdown wakes a waiter asleep in poll() holding the reader role (Note [Waiter drives]).
   std::lock_guard<std::mutex> reader(reader_->mu);
   {
     std::lock_guard<std::mutex> lock(recv_mu_);
@@ -525,6 +592,7 @@ void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
     } else {
       unexpected_.clear();
     }
+    spare_.clear();
     if (in_.op != nullptr) failed.push_back(std::move(in_.op));
     if (in_.unexpected != nullptr && in_.unexpected->claimed_by != nullptr) {
       failed.push_back(std::move(in_.unexpected->claimed_by));
@@ -568,10 +636,13 @@ void TcpChannel::SendAbortFrame(const absl::Status& cause) {
 // receivable, and the other channels go on. A crash, a kill or an Abort sends no close frame (or
 // an abort frame first), so those still poison the transport.
 bool TcpChannel::Idle() {
+  bool sending;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    if (!send_queue_.empty()) return false;
+    sending = !send_queue_.empty();
   }
+  WriteMissed();  // Note [Waiter drives]
+  if (sending) return false;
   // The reader role first, then recv_mu_: the order Fail() takes them in.
   std::lock_guard<std::mutex> reader(reader_->mu);
   std::lock_guard<std::mutex> lock(recv_mu_);
@@ -579,12 +650,15 @@ bool TcpChannel::Idle() {
 }
 
 void TcpChannel::SendCloseFrame() {
-  std::lock_guard<std::mutex> lock(send_mu_);
-  if (send_closed_ || !send_queue_.empty()) return;
-  tcp_wire::MessageHeader header{0, 0, tcp_wire::kCloseFlag};
-  char encoded[kHeaderBytes];
-  tcp_wire::EncodeMessageHeader(header, encoded);
-  (void)send(socket_.fd(), encoded, kHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    if (send_closed_ || !send_queue_.empty()) return;
+    tcp_wire::MessageHeader header{0, 0, tcp_wire::kCloseFlag};
+    char encoded[kHeaderBytes];
+    tcp_wire::EncodeMessageHeader(header, encoded);
+    (void)send(socket_.fd(), encoded, kHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  WriteMissed();  // Note [Waiter drives]
 }
 
 absl::Status TcpChannel::PeerClosedGracefully() const {

@@ -9,10 +9,12 @@
 //  Sending: Send() appends the op to the send queue; if the queue was empty, the calling thread
 //   writes at once with sendmsg(header, payload) straight from the caller's buffer until the
 //   message is out or the socket is full (EAGAIN). What is left, the loop thread writes on the
-//   next EPOLLOUT edge, batching several queued messages into one sendmsg. Writers hold send_mu_,
-//   so the socket's byte stream is never interleaved. Invariant: the send queue is non-empty only
-//   if the last write met EAGAIN, so an EPOLLOUT edge is sure to come.
-//  Receiving (the reader: the loop thread, or a waiting thread, Note [Waiter reads] in
+//   next EPOLLOUT edge (or a thread driving the channel, Note [Waiter drives] in tcp_request.h),
+//   batching several queued messages into one sendmsg. Writers hold send_mu_, so the socket's
+//   byte stream is never interleaved. Invariant: the send queue is non-empty only if the last
+//   write met EAGAIN, and then output is watched (by the loop, or by the driver in poll()), so
+//   an output edge is sure to be seen.
+//  Receiving (the reader: the loop thread, or a waiting thread, Note [Waiter drives] in
 //   tcp_request.h): the socket is read into a 64 KiB staging buffer while a header is
 //   expected, so a burst of small messages costs one read() and their payloads one small copy.
 //   The header names the tag; the oldest posted Recv with that tag is matched and the payload is
@@ -34,6 +36,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -45,6 +48,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "paddle/collective/transport/spare_buffers.h"
 #include "paddle/collective/transport/tcp/tcp_loop.h"
 #include "paddle/collective/transport/tcp/tcp_request.h"
 #include "paddle/collective/transport/tcp/tcp_socket.h"
@@ -67,11 +71,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
     ~Owner() = default;
   };
 
-  // `wait_spin`: how long a Wait() on this channel's requests spins before sleeping.
-  // `waiter_reads`: whether a thread waiting for a receive may read the socket itself (Note
-  // [Waiter reads] in tcp_request.h).
+  // `wait_spin`: how long a Wait() on this channel's requests polls before sleeping.
+  // `waiter_drives`: whether a thread waiting for a small send or receive may move the socket's
+  // data itself (Note [Waiter drives] in tcp_request.h).
   TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop, Owner* owner,
-             absl::Duration wait_spin, bool waiter_reads);
+             absl::Duration wait_spin, bool waiter_drives);
   ~TcpChannel() override;
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
@@ -98,10 +102,10 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
 
   bool OnEvents(uint32_t events) override;
 
-  // Note [Waiter reads]: if the reader role is free, reads the socket on the calling thread until
-  // `op` completes, `deadline` passes or the transport fails, sleeping in poll() on the socket
-  // meanwhile; returns at once if another thread holds the role.
-  static void ReadForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline);
+  // Note [Waiter drives]: if the reader role is free, reads the socket and writes queued sends on
+  // the calling thread until `op` completes, `deadline` passes or the transport fails, sleeping
+  // in poll() on the socket meanwhile; returns at once if another thread holds the role.
+  static void DriveForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline);
 
   // Whether the peer has closed or reset the connection, as the kernel sees it now (even with
   // unread data before the close). Any thread.
@@ -112,7 +116,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   struct Unexpected {
     uint64_t tag = 0;
     size_t bytes = 0;
-    std::unique_ptr<char[]> data;
+    SpareBuffers::Buffer data;          // Note [Spare unexpected-message buffers]
     bool complete = false;              // guarded by recv_mu_
     std::shared_ptr<TcpOp> claimed_by;  // guarded by recv_mu_: a Recv that took it mid-arrival
   };
@@ -128,7 +132,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
     std::string abort_text;
     char* dest() {
       if (op != nullptr) return op->data;
-      return abort ? abort_text.data() : unexpected->data.get();
+      return abort ? abort_text.data() : unexpected->data.data.get();
     }
   };
 
@@ -138,7 +142,18 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // written in full. An error is the write failure, to poison with.
   absl::Status WriteQueued(std::vector<std::shared_ptr<TcpOp>>* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
-  // The reader (Note [Waiter reads]): reads until EAGAIN or the per-turn budget; returns true if
+  // Writes queued messages if no other thread is writing; if one is, leaves it a note
+  // (write_missed_) to write again once it lets go. Any thread holding no channel lock.
+  absl::Status TryWrite();
+  // After letting send_mu_ go without writing: acts on a note left meanwhile, poisoning on error.
+  void WriteMissed();
+  // Note [Waiter drives]: the loop's watch on the socket. WatchOutput asks the loop for output
+  // edges (sends are queued); StartDriving turns the loop's watch off while a waiter drives,
+  // StopDriving turns it back on. Any thread holding no channel lock but the reader role.
+  void WatchOutput();
+  void StartDriving();
+  void StopDriving();
+  // The reader (Note [Waiter drives]): reads until EAGAIN or the per-turn budget; returns true if
   // the budget ran out.
   bool ReadAvailable(absl::Status* error);
   // The reader, after a read met EAGAIN: sets SO_RCVLOWAT for what is due next.
@@ -153,6 +168,9 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   absl::Status StartMessage(const tcp_wire::MessageHeader& header,
                             std::vector<std::shared_ptr<TcpOp>>* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  // Keeps the buffer of an unexpected message that was copied out, for the next one
+  // (Note [Spare unexpected-message buffers]). Any thread holding no channel lock.
+  void Recycle(Unexpected& message);
   // Hands the message to its receiver; an abort frame returns the peer's cause instead.
   absl::Status FinishMessage(std::vector<std::shared_ptr<TcpOp>>* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
@@ -177,18 +195,26 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   TcpLoop* const loop_;
   Owner* const owner_;
   const absl::Duration wait_spin_;
-  const bool waiter_reads_;
+  const bool waiter_drives_;
 
   std::mutex send_mu_;
   std::deque<std::shared_ptr<TcpOp>> send_queue_ ABSL_GUARDED_BY(send_mu_);
   int64_t send_seq_ ABSL_GUARDED_BY(send_mu_) = 0;
   bool send_closed_ ABSL_GUARDED_BY(send_mu_) = false;
+  std::atomic<bool> send_pending_{false};  // the send queue is not empty (set under send_mu_)
+  std::atomic<bool> write_missed_{false};  // someone found send_mu_ taken and wanted to write
+
+  // Note [Waiter drives]: the loop's watch on the socket, changed under watch_mu_ only.
+  std::mutex watch_mu_;
+  bool driven_ ABSL_GUARDED_BY(watch_mu_) = false;  // a waiter drives: the loop watches nothing
+  bool output_watched_ ABSL_GUARDED_BY(watch_mu_) = true;  // the loop watches EPOLLOUT
 
   std::mutex recv_mu_;
   // Both in arrival (posting) order; a receive matches the first entry with its tag. A linear
   // scan, since only a handful are outstanding per peer at a time.
   std::deque<std::shared_ptr<TcpOp>> posted_ ABSL_GUARDED_BY(recv_mu_);
   std::deque<std::shared_ptr<Unexpected>> unexpected_ ABSL_GUARDED_BY(recv_mu_);
+  SpareBuffers spare_ ABSL_GUARDED_BY(recv_mu_);
   int64_t recv_seq_ ABSL_GUARDED_BY(recv_mu_) = 0;
   bool recv_closed_ ABSL_GUARDED_BY(recv_mu_) = false;
   // Note [Graceful close]: the peer's close frame was read (`goodbye_`), the channel's failure
@@ -203,7 +229,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
 
   // Loop thread only.
   bool io_closed_ = false;
-  // The reader only (Note [Waiter reads]): guarded by reader_->mu.
+  // The reader only (Note [Waiter drives]): guarded by reader_->mu.
   Inbound in_;
   std::unique_ptr<char[]> staging_;
   size_t staged_begin_ = 0;

@@ -56,6 +56,13 @@ absl::Status TcpLoop::Add(int fd, Handler* handler) {
   return absl::OkStatus();
 }
 
+void TcpLoop::Watch(int fd, Handler* handler, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = handler;
+  (void)epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
+}
+
 void TcpLoop::Remove(int fd) {
   PADDLE_CHECK(InLoopThread() || joined_) << "TcpLoop::Remove off the loop thread";
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);

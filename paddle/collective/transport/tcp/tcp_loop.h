@@ -50,6 +50,8 @@ class TcpLoop {
   // Watches `fd` (edge-triggered input, output, hang-up and error) for `handler`, which must
   // stay alive until the loop has stopped. Any thread.
   absl::Status Add(int fd, Handler* handler);
+  // Changes the events watched on `fd` (an Add()ed one); ignored once it is Remove()d. Any thread.
+  void Watch(int fd, Handler* handler, uint32_t events);
   // Stops watching `fd`. Loop thread only.
   void Remove(int fd);
 

@@ -73,7 +73,7 @@ bool TcpOp::Await(const Deadline& deadline, absl::Duration spin, absl::Status* s
 
 absl::Status TcpRequest::Wait(const Deadline& deadline) {
   if (reader_ != nullptr && !op_->IsCompleted())
-    TcpChannel::ReadForWaiter(*reader_, *op_, deadline);
+    TcpChannel::DriveForWaiter(*reader_, *op_, deadline);
   absl::Status status;
   if (op_->Await(deadline, spin_, &status)) return status;
   const TcpLinkInfo& link = *link_;

@@ -30,15 +30,18 @@ namespace {
 // the 2-core development VM (two ranks = four busy threads) measured both as harmful there: the
 // 8-byte ping-pong one-way p50 went from 25 us to 47-52 us with a 20 us spin and to 76-81 us with
 // a 50 us busy poll, since a spinning thread holds the core the peer needs; bandwidth did not
-// change beyond noise. So both are off by default; on hosts with a spare core per thread they may
-// pay, which is why they remain settable. Socket buffers: forcing 4 MiB
+// change beyond noise. Since a waiter drives its channel (Note [Waiter drives] in tcp_request.h),
+// its spin polls the socket itself: with two ranks on two cores the 8-byte p50 went from 22 to
+// 9 us with a 200 us spin, while a 4-rank allreduce of 4 KiB (two ranks per core) went from 167
+// to 205 us with a 30 us spin. So both stay off by default; with a spare core per rank they pay,
+// which is why they remain settable. Socket buffers: forcing 4 MiB
 // (PADDLE_SOCKET_BUFFER_BYTES) against kernel autotuning showed no consistent difference within the
 // noise of that machine, so autotuning, which may grow the receive buffer further, is the default.
 struct TcpTuning {
   absl::Duration wait_spin = absl::Microseconds(0);
   absl::Duration busy_poll = absl::Microseconds(0);
   int socket_buffer_bytes = 0;
-  bool waiter_reads = true;  // Note [Waiter reads] in tcp_request.h
+  bool waiter_drives = true;  // Note [Waiter drives] in tcp_request.h
 };
 
 int64_t EnvInt(const char* name, int64_t fallback) {
@@ -60,7 +63,7 @@ TcpTuning TuningFromEnv() {
       EnvInt("PADDLE_TCP_WAIT_SPIN_US", absl::ToInt64Microseconds(defaults.wait_spin)));
   t.busy_poll = absl::Microseconds(
       EnvInt("PADDLE_TCP_BUSY_POLL_US", absl::ToInt64Microseconds(defaults.busy_poll)));
-  t.waiter_reads = EnvInt("PADDLE_TCP_WAITER_READS", defaults.waiter_reads ? 1 : 0) != 0;
+  t.waiter_drives = EnvInt("PADDLE_TCP_WAITER_READS", defaults.waiter_drives ? 1 : 0) != 0;
   t.socket_buffer_bytes = static_cast<int>(std::min<int64_t>(
       EnvInt("PADDLE_SOCKET_BUFFER_BYTES", defaults.socket_buffer_bytes), 1 << 30));
   return t;
@@ -129,7 +132,7 @@ absl::Status TcpTransport::Start(std::vector<TcpMeshLink> links, const TcpTuning
     link->peer_address = links[peer].address;
     channels_[peer] = std::make_unique<TcpChannel>(std::move(link), std::move(links[peer].socket),
                                                    loop_.get(), static_cast<Owner*>(this),
-                                                   tuning.wait_spin, tuning.waiter_reads);
+                                                   tuning.wait_spin, tuning.waiter_drives);
   }
   for (auto& channel : channels_) {
     if (channel != nullptr) RETURN_IF_ERROR(channel->Start());
