@@ -2,7 +2,7 @@
 //
 //   bazel run -c opt //bench:collectives -- --backend=native|gloo --op=allreduce --nproc=4
 //       --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] [--iters=20]
-//       [--warmup=5] [--algo=ring] [--seed=1] [--timeout-s=1800]
+//       [--warmup=5] [--algo=ring] [--seed=1] [--timeout-s=1800] [--rounds=1]
 //
 // The benchmark starts --nproc workers itself (this binary re-executed with --worker), which
 // rendezvous through a TcpStoreServer it hosts on loopback, sweep the sizes by powers of two and
@@ -18,6 +18,12 @@
 // (pml ob1, btl tcp,self) and once with OpenMPI's defaults (shared memory on one host), then
 // prints our busbw over each peer's per size. The load average is printed with every table:
 // this is a shared machine, and the figures mean little without it.
+//
+// --rounds=R runs every implementation's sweep R times, taking turns (ours, PyTorch, OpenMPI over
+// TCP, OpenMPI's default, then ours again...), and compares per size the median of the rounds'
+// mean times (MedianOfRounds in report.h). On the 2-core development VM one implementation's
+// figures drifted by up to 2.5x between runs minutes apart, more than most of the differences
+// measured; interleaved rounds put both sides of a ratio in the same weather.
 #include <unistd.h>
 
 #include <cstdio>
@@ -42,6 +48,7 @@ namespace {
 struct Flags {
   SweepConfig sweep;
   bool peers = false;
+  int rounds = 1;
   std::string json;
   absl::Duration run_limit = absl::Seconds(1800);  // each implementation's whole sweep
   // Set in worker processes only.
@@ -53,7 +60,7 @@ struct Flags {
 constexpr char kUsage[] =
     "usage: collectives --backend=native|gloo --op=allreduce|allgather|reduce_scatter|broadcast "
     "--nproc=N --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] "
-    "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800]\n";
+    "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800] [--rounds=1]\n";
 
 // "4K", "256M", "1G", "4096".
 bool ParseBytes(absl::string_view text, int64_t* bytes) {
@@ -110,6 +117,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       s.op_timeout = std::min(s.op_timeout, flags->run_limit);
     } else if (key == "--peers") {
       flags->peers = true;
+    } else if (key == "--rounds") {
+      ok = absl::SimpleAtoi(value, &flags->rounds) && flags->rounds >= 1 && flags->rounds <= 50;
     } else if (key == "--json") {
       flags->json = std::string(value);
     } else if (key == "--worker") {
@@ -293,14 +302,31 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &flags)) return 2;
   if (flags.worker) return RunSweepWorker(flags.sweep, flags.rank, flags.store_port);
 
-  std::vector<Row> ours = RunOurs(flags);
+  // Round r of every implementation runs before round r + 1 of any (see --rounds above).
+  std::vector<std::vector<Row>> our_rounds;
+  std::vector<std::vector<std::vector<Row>>> peer_rounds(flags.peers ? 3 : 0);
+  for (int round = 0; round < flags.rounds; ++round) {
+    if (flags.rounds > 1) std::fprintf(stderr, "round %d of %d\n", round + 1, flags.rounds);
+    our_rounds.push_back(RunOurs(flags));
+    if (flags.peers) {
+      peer_rounds[0].push_back(RunTorch(flags));
+      peer_rounds[1].push_back(RunMpi(flags, /*tcp=*/true));
+      peer_rounds[2].push_back(RunMpi(flags, /*tcp=*/false));
+    }
+  }
+  const BenchOp op = flags.sweep.op;
+  std::vector<Row> ours = flags.rounds > 1 ? MedianOfRounds(our_rounds, op) : our_rounds[0];
+  if (flags.rounds > 1 && !ours.empty()) {
+    PrintTable(stdout, absl::StrCat("ours, median of ", flags.rounds, " rounds"), ours);
+  }
   std::vector<Row> all = ours;
-  std::vector<std::vector<Row>> peers;
   if (flags.peers) {
-    peers.push_back(RunTorch(flags));
-    peers.push_back(RunMpi(flags, /*tcp=*/true));
-    peers.push_back(RunMpi(flags, /*tcp=*/false));
-    for (const std::vector<Row>& peer : peers) all.insert(all.end(), peer.begin(), peer.end());
+    std::vector<std::vector<Row>> peers;
+    for (const std::vector<std::vector<Row>>& rounds : peer_rounds) {
+      peers.push_back(flags.rounds > 1 ? MedianOfRounds(rounds, op) : rounds[0]);
+      all.insert(all.end(), peers.back().begin(), peers.back().end());
+    }
+    if (flags.rounds > 1) std::printf("# medians of %d interleaved rounds\n", flags.rounds);
     PrintRatios(stdout, ours, peers);
   }
   if (!flags.json.empty()) {

@@ -106,6 +106,47 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
   return rows;
 }
 
+namespace {
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+std::vector<Row> MedianOfRounds(const std::vector<std::vector<Row>>& rounds, BenchOp op) {
+  std::vector<const std::vector<Row>*> usable;
+  for (const std::vector<Row>& round : rounds) {
+    if (!round.empty()) usable.push_back(&round);
+  }
+  std::vector<Row> combined;
+  if (usable.empty()) return combined;
+  for (const Row& first : *usable[0]) {
+    std::vector<double> times, p50s;
+    Row row = first;
+    row.max_us = 0;
+    row.wrong = 0;
+    for (const std::vector<Row>* round : usable) {
+      auto it = std::find_if(round->begin(), round->end(),
+                             [&](const Row& r) { return r.bytes == first.bytes; });
+      if (it == round->end()) break;
+      times.push_back(it->time_us);
+      p50s.push_back(it->p50_us);
+      row.max_us = std::max(row.max_us, it->max_us);
+      row.wrong += it->wrong;
+    }
+    if (times.size() != usable.size()) continue;  // a size some round lacks
+    row.time_us = Median(times);
+    row.p50_us = Median(p50s);
+    row.algbw_gbs = row.time_us > 0 ? static_cast<double>(row.bytes) / (row.time_us * 1e3) : 0;
+    row.busbw_gbs = row.algbw_gbs * BusBandwidthFactor(op, row.nproc);
+    combined.push_back(row);
+  }
+  return combined;
+}
+
 void PrintTable(std::FILE* out, const std::string& title, const std::vector<Row>& rows) {
   std::fprintf(out, "# %s\n", title.c_str());
   std::fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s %10s %10s\n", "size(B)", "count", "type",

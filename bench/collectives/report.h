@@ -50,6 +50,12 @@ double BusBandwidthFactor(BenchOp op, int nproc);
 absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& outputs, BenchOp op,
                                              const Row& like);
 
+// Several rounds of one implementation's sweep as one: per size that every round has, the median
+// of the rounds' mean times (the bandwidth columns follow from it), the median of their medians,
+// the slowest operation of all rounds and the wrong elements of all. Rounds that produced no
+// rows are left out; none left gives an empty result.
+std::vector<Row> MedianOfRounds(const std::vector<std::vector<Row>>& rounds, BenchOp op);
+
 // "# <title>" and the nccl-tests columns.
 void PrintTable(std::FILE* out, const std::string& title, const std::vector<Row>& rows);
 

@@ -75,6 +75,42 @@ TEST(IterationsForTest, SmallMessagesRunMoreTimesUpToSixteenfold) {
   EXPECT_EQ(IterationsFor(5, 0), 80);
 }
 
+Row Timed(int64_t bytes, double time_us, double p50_us, double max_us, int64_t wrong) {
+  Row row = Like(4);
+  row.bytes = bytes;
+  row.time_us = time_us;
+  row.p50_us = p50_us;
+  row.max_us = max_us;
+  row.wrong = wrong;
+  return row;
+}
+
+TEST(MedianOfRoundsTest, TakesTheMedianRoundPerSizeAndKeepsTheWorstOfTheRest) {
+  const std::vector<std::vector<Row>> rounds = {
+      {Timed(4096, 10, 9, 50, 0), Timed(8192, 40, 30, 90, 0)},
+      {},  // a round whose run failed
+      {Timed(4096, 30, 20, 70, 1), Timed(8192, 20, 10, 30, 0)},
+      {Timed(4096, 20, 15, 900, 0)}};  // this round lacks 8192: that size is dropped
+  std::vector<Row> rows = MedianOfRounds(rounds, BenchOp::kAllreduce);
+  ASSERT_EQ(rows.size(), 1u);
+  const Row& row = rows[0];
+  EXPECT_EQ(row.bytes, 4096);
+  EXPECT_DOUBLE_EQ(row.time_us, 20);
+  EXPECT_DOUBLE_EQ(row.p50_us, 15);
+  EXPECT_DOUBLE_EQ(row.max_us, 900);
+  EXPECT_EQ(row.wrong, 1);
+  EXPECT_DOUBLE_EQ(row.algbw_gbs, 4096 / 20.0e3);
+  EXPECT_DOUBLE_EQ(row.busbw_gbs, row.algbw_gbs * 1.5);  // 2(n-1)/n for n = 4
+
+  // An even number of rounds averages the middle two.
+  rows =
+      MedianOfRounds({{Timed(4096, 10, 1, 1, 0)}, {Timed(4096, 30, 3, 1, 0)}}, BenchOp::kAllreduce);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].time_us, 20);
+  EXPECT_DOUBLE_EQ(rows[0].p50_us, 2);
+  EXPECT_TRUE(MedianOfRounds({{}, {}}, BenchOp::kAllreduce).empty());
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace paddle
