@@ -148,8 +148,9 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // After letting send_mu_ go without writing: acts on a note left meanwhile, poisoning on error.
   void WriteMissed();
   // Note [Waiter drives]: the loop's watch on the socket. WatchOutput asks the loop for output
-  // edges (sends are queued); StartDriving turns the loop's watch off while a waiter drives,
-  // StopDriving turns it back on. Any thread holding no channel lock but the reader role.
+  // edges (sends are queued; any thread holding no channel lock). StartDriving turns the loop's
+  // watch off while a waiter drives, StopDriving turns it back on (the driver, holding the
+  // reader role and no other channel lock).
   void WatchOutput();
   void StartDriving();
   void StopDriving();

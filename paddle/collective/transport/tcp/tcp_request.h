@@ -57,8 +57,8 @@ class TcpChannel;
 // so each arrival wakes one thread, not the waiter and the idle loop thread both; wake-ups and
 // thread hand-offs were most of a small message's cost on the 2-core development VM. Measured
 // there against OpenMPI over TCP, interleaved runs: allreduce 4-64 KiB on 4 ranks went from
-// 0.44-0.93x to 0.53-1.05x OpenMPI's speed (4 KiB 238 -> 169 us), on 2 ranks from 0.53-0.73x to
-// 0.53-0.94x. Rules:
+// 0.44-0.93x to 0.53-1.11x OpenMPI's speed (4 KiB 238 -> 142-169 us), on 2 ranks from
+// 0.40-0.74x to 0.50-1.04x. Rules:
 //  - Waiters only try_lock; one that cannot drive sleeps on its op as before (the holder reads
 //    its message too, and completes it; the loop writes its send).
 //  - The loop thread sets `missed` before its try_lock; a holder that releases the role checks
