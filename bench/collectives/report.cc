@@ -46,6 +46,12 @@ double BusBandwidthFactor(BenchOp op, int nproc) {
   return 1;
 }
 
+// The bandwidth columns from the row's mean time (report.h).
+void SetBandwidth(BenchOp op, Row* row) {
+  row->algbw_gbs = row->time_us > 0 ? static_cast<double>(row->bytes) / (row->time_us * 1e3) : 0;
+  row->busbw_gbs = row->algbw_gbs * BusBandwidthFactor(op, row->nproc);
+}
+
 absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& outputs, BenchOp op,
                                              const Row& like) {
   struct Size {
@@ -98,8 +104,7 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
     row.p50_us = size.max_p50_us;
     row.max_us = size.max_max_us;
     row.wrong = size.wrong;
-    row.algbw_gbs = row.time_us > 0 ? static_cast<double>(bytes) / (row.time_us * 1e3) : 0;
-    row.busbw_gbs = row.algbw_gbs * BusBandwidthFactor(op, like.nproc);
+    SetBandwidth(op, &row);
     rows.push_back(row);
   }
   if (rows.empty()) return absl::DataLossError(absl::StrCat(Label(like), ": no result lines"));
@@ -140,8 +145,7 @@ std::vector<Row> MedianOfRounds(const std::vector<std::vector<Row>>& rounds, Ben
     if (times.size() != usable.size()) continue;  // a size some round lacks
     row.time_us = Median(times);
     row.p50_us = Median(p50s);
-    row.algbw_gbs = row.time_us > 0 ? static_cast<double>(row.bytes) / (row.time_us * 1e3) : 0;
-    row.busbw_gbs = row.algbw_gbs * BusBandwidthFactor(op, row.nproc);
+    SetBandwidth(op, &row);
     combined.push_back(row);
   }
   return combined;
