@@ -49,10 +49,13 @@
 #ifndef PADDLE_COLLECTIVE_REDUCER_REDUCER_H_
 #define PADDLE_COLLECTIVE_REDUCER_REDUCER_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -117,7 +120,9 @@ class Reducer {
   static absl::StatusOr<std::unique_ptr<Reducer>> Create(std::vector<NamedParameter> params,
                                                          Communicator* comm,
                                                          const ReducerOptions& options);
-  ~Reducer();  // removes the hooks; gradients stay valid (they share the buckets' storage)
+  // Removes the hooks (gradients stay valid: they share the buckets' storage) and stops the stall
+  // inspector's thread.
+  ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
@@ -131,8 +136,8 @@ class Reducer {
   void set_bucket_callback(BucketCallback callback) { callback_ = std::move(callback); }
 
   const ReducerStats& stats() const { return stats_; }
-  // The last stall report (Note [Stall inspector]); empty if none.
-  const std::string& last_stall_report() const { return last_stall_report_; }
+  // The last stall report (Note [Stall inspector]); empty if none. Safe while a backward pass runs.
+  std::string last_stall_report() const;
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   // Parameter names per bucket, in reduction order.
   std::vector<std::vector<std::string>> BucketNames() const;
@@ -156,9 +161,14 @@ class Reducer {
   void LaunchReadyBuckets();
   absl::Status CheckUnused();
   absl::Status WaitAll();
-  // Waits for bucket `b` until `deadline`, reporting stalls (Note [Stall inspector]).
-  absl::Status WaitBucket(int b, absl::Time deadline);
-  void ReportStall(int b, absl::Duration waited, bool compare);
+  // Waits for bucket `b`'s allreduce, under the stall inspector's watch.
+  absl::Status WaitBucket(int b);
+  // The stall inspector's thread (Note [Stall inspector]).
+  void WatchForStalls();
+  // The report for a wait on bucket `b` (`bucket`: its DescribeBucket) of `iteration`; compares
+  // notes through the store from the second report of a wait on.
+  std::string ReportStall(int b, const std::string& bucket, int64_t iteration,
+                          absl::Duration waited, bool compare) const;
   absl::Status Rebuild();
   std::string DescribeBucket(int bucket) const;
 
@@ -176,8 +186,18 @@ class Reducer {
   std::vector<bool> used_;      // since the last synced iteration
   std::vector<int64_t> order_;  // ready order of the current iteration, until rebuilt
   absl::Status hook_error_;
-  std::string last_stall_report_;
   absl::Time prepared_at_;
+
+  // Note [Stall inspector]: what the training thread waits for, as the inspector's thread sees it.
+  mutable std::mutex stall_mu_;
+  std::condition_variable stall_cv_;
+  bool stall_stop_ = false;
+  int stall_bucket_ = -1;  // the bucket being waited for; -1: none
+  int64_t stall_iteration_ = 0;
+  uint64_t stall_wait_ = 0;  // counts the waits, so the inspector tells one from the next
+  absl::Time stall_since_;
+  std::string last_stall_report_;
+  std::thread stall_thread_;  // running while options_.stall_warning > 0
 };
 
 }  // namespace paddle

@@ -320,5 +320,32 @@ TEST(ReducerTest, StallInspectorNamesTheMissingRank) {
                           "ranks that have not reached this iteration's gradient allreduce: 1 "));
 }
 
+// The inspector's thread looks every quarter interval (15 s by default) but must not hold up the
+// reducer's destruction that long; and a prompt iteration leaves no report.
+TEST(ReducerTest, StallInspectorThreadStopsAtOnce) {
+  auto group = Group::Create(2, Backend::kNative);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<absl::Status> statuses = (*group)->Run([&](int rank, Communicator& comm) {
+    DdpOptions options;
+    options.stall_warning = absl::Seconds(60);
+    absl::Time destroyed;
+    {
+      ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(Mlp(rank), &comm, options));
+      RETURN_IF_ERROR(ForwardBackward(*ddp, rank * 6, rank * 6 + 6));
+      if (!ddp->reducer().last_stall_report().empty()) {
+        return absl::InternalError(ddp->reducer().last_stall_report());
+      }
+      destroyed = absl::Now();
+    }
+    const absl::Duration took = absl::Now() - destroyed;
+    if (took > absl::Seconds(5)) {
+      return absl::InternalError(
+          absl::StrCat("destroying the DDP took ", absl::FormatDuration(took)));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(Failures(statuses), "");
+}
+
 }  // namespace
 }  // namespace paddle::ddptest
