@@ -17,15 +17,19 @@
 //
 // Allreduce of n elements over L local ranks, large messages (steps of one round; block l is
 // the l-th of L near-equal blocks of the buffer, and a round moves piece k of every block):
-//   1. wait until the slot buffer is free; copy piece k of every block into the own slot;
-//      post 3R + 1
+//   1. wait until the slot buffer is free; copy piece k of every other rank's block into the
+//      own slot; post 3R + 1
 //   2. for each peer j: wait for 3R + 1, then reduce the own block's piece of j's slot into the
-//      own slot (the result is the own slot's block part); for kAvg divide; post 3R + 2
-//   3. for each rank l: wait for 3R + 2, copy block l's reduced piece from l's slot into the
+//      own piece where it lies in the user buffer; for kAvg divide; copy the result into the own
+//      slot's part for the own block; post 3R + 2
+//   3. for each peer l: wait for 3R + 2, copy block l's reduced piece from l's slot into the
 //      user buffer; post 3R + 3
-// Each rank reads and writes its user buffer once (n elements each way) and the slots, which
-// stay in the cache. Small messages take one synchronisation: every rank copies its whole
-// message into its slot, then reduces all slots in rank order into its buffer.
+// Each rank reads and writes its user buffer about once and the slots, which stay in the cache.
+// Reducing the own piece in place rather than in a copy in the slot saves one block copy per
+// round (copy in, reduce there, copy back out would be two). Reduce-scatter, whose result goes
+// to a separate output, copies its own block in as well and reduces in the slot. Small messages
+// take one synchronisation: every rank copies its whole message into its slot, then reduces all
+// slots in rank order into its buffer.
 #include "paddle/collective/algorithms/shm_collectives.h"
 
 #include <algorithm>
@@ -99,6 +103,8 @@ absl::Status BlockRounds(const AlgorithmContext& ctx, NodeWorkspace& ws, const u
   const size_t sub_bytes = static_cast<size_t>(piece) * es;  // one block's part of a slot
   const int64_t rounds = Rounds(blocks, piece);
   const ElementRange& mine = blocks[static_cast<size_t>(me)];
+  // The allreduce of Note [Workspace progress] reduces the own piece in the user buffer.
+  const bool in_place = gather_into != nullptr && gather_into == input && output == nullptr;
   for (int64_t k = 0; k < rounds; ++k) {
     const uint64_t round = ws.round();
     const int buffer = static_cast<int>(round & 1);
@@ -106,14 +112,14 @@ absl::Status BlockRounds(const AlgorithmContext& ctx, NodeWorkspace& ws, const u
     uint8_t* own = ws.slot(me, buffer);
     for (int l = 0; l < n; ++l) {
       const ElementRange p = PieceOf(blocks[static_cast<size_t>(l)], k, piece);
-      if (p.count > 0) {
+      if (p.count > 0 && !(in_place && l == me)) {
         std::memcpy(own + l * sub_bytes, input + ByteOffset(p.offset, dtype), p.count * es);
       }
     }
     ws.Post(Phase(round, 1));
 
     const ElementRange p = PieceOf(mine, k, piece);
-    uint8_t* acc = own + me * sub_bytes;
+    uint8_t* acc = in_place ? gather_into + ByteOffset(p.offset, dtype) : own + me * sub_bytes;
     for (int i = 1; i < n; ++i) {
       const int j = (me + i) % n;
       WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(j, Phase(round, 1), ctx.deadline()));
@@ -123,6 +129,7 @@ absl::Status BlockRounds(const AlgorithmContext& ctx, NodeWorkspace& ws, const u
     if (avg_divisor > 0) {
       WS_RETURN_IF_ERROR(ctx, ws, FinishAvg(acc, p.count, dtype, avg_divisor));
     }
+    if (in_place && p.count > 0) std::memcpy(own + me * sub_bytes, acc, p.count * es);
     if (output != nullptr && p.count > 0) {
       std::memcpy(output + ByteOffset(p.offset - mine.offset, dtype), acc, p.count * es);
     }
@@ -136,7 +143,7 @@ absl::Status BlockRounds(const AlgorithmContext& ctx, NodeWorkspace& ws, const u
       const int l = (me + i) % n;
       const ElementRange q = PieceOf(blocks[static_cast<size_t>(l)], k, piece);
       if (l != me) WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(l, Phase(round, 2), ctx.deadline()));
-      if (q.count > 0) {
+      if (q.count > 0 && !(in_place && l == me)) {
         std::memcpy(gather_into + ByteOffset(q.offset, dtype), ws.slot(l, buffer) + l * sub_bytes,
                     q.count * es);
       }
