@@ -2,6 +2,8 @@
 // notes in reducer.h.
 #include "paddle/collective/reducer/reducer.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -381,6 +383,7 @@ absl::Status Reducer::WaitBucket(int b) {
 }
 
 void Reducer::WatchForStalls() {
+  pthread_setname_np(pthread_self(), "paddle-stall");  // how it shows in top and gdb
   const absl::Duration interval = options_.stall_warning;
   uint64_t wait = 0;  // the wait the reports count belongs to
   int reports = 0;
