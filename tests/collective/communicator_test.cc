@@ -492,6 +492,36 @@ TEST(CommunicatorAsyncTest, UnwaitedOperationStartsAfterWaitedOnes) {
   EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
 }
 
+// Note [Lazy queue thread]: once the queue is lazy, waits that do not run the operation
+// themselves (a timeout, or an operation behind an unwaited one) wake the thread; every result is
+// still right and in call order.
+TEST(CommunicatorAsyncTest, TimedAndOutOfOrderWaitsOnALazyQueue) {
+  std::unique_ptr<CommGroup> group = MakeGroup(2);
+  ASSERT_NE(group, nullptr);
+  std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+    for (int round = 0; round < 10; ++round) {
+      // Waited right after the call: the waiter runs them and the queue turns lazy.
+      for (int i = 0; i < 5; ++i) RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 700, 600 + i));
+      Tensor a = MakeReductionInput(3000, DType::kFloat32, 700 + round, rank, ReduceOp::kSum);
+      Tensor b = MakeReductionInput(5000, DType::kFloat32, 800 + round, rank, ReduceOp::kSum);
+      std::shared_ptr<Work> first = comm.Allreduce(a, ReduceOp::kSum);
+      std::shared_ptr<Work> second = comm.Allreduce(b, ReduceOp::kSum);
+      if (round % 2 == 0) {
+        RETURN_IF_ERROR(second->Wait(kGenerous));  // behind `first`, with a timeout
+      } else {
+        RETURN_IF_ERROR(second->Wait());  // behind `first`, which nobody waits for yet
+      }
+      RETURN_IF_ERROR(first->Wait(kGenerous));
+      RETURN_IF_ERROR(CompareElements(
+          a, ExpectedReduction(0, 3000, DType::kFloat32, 2, 700 + round, ReduceOp::kSum), 0, "a"));
+      RETURN_IF_ERROR(CompareElements(
+          b, ExpectedReduction(0, 5000, DType::kFloat32, 2, 800 + round, ReduceOp::kSum), 0, "b"));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
+}
+
 TEST(CommunicatorAsyncTest, WaitTimeoutSaysWhetherTheWorkRanOrWaited) {
   std::unique_ptr<CommGroup> group = MakeGroup(2);
   ASSERT_NE(group, nullptr);

@@ -1,6 +1,7 @@
 // WorkQueue and QueuedWork; see work_queue.h and Note [Communicator failure] in communicator.h.
 #include "paddle/collective/backends/native/work_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,15 +33,21 @@ QueuedWork::QueuedWork(std::string description, uint64_t seq, std::string owner,
 absl::Status QueuedWork::Wait(absl::Duration timeout) {
   // Note [Waiter runs the operation]: only a Wait without a timeout, since the operation then
   // runs to its own collective deadline, which a shorter Wait timeout must not have to await.
-  if (hook_ != nullptr && timeout == absl::InfiniteDuration()) {
+  if (hook_ != nullptr) {
     bool queued;
     {
       std::lock_guard<std::mutex> lock(mu_);
       queued = state_ == State::kQueued;
     }
-    std::unique_lock<std::mutex> hook_lock(hook_->mu, std::try_to_lock);
-    if (queued && hook_lock.owns_lock() && hook_->queue != nullptr) {
-      hook_->queue->RunIfNext(this);
+    if (queued) {
+      std::unique_lock<std::mutex> hook_lock(hook_->mu, std::try_to_lock);
+      if (hook_lock.owns_lock() && hook_->queue != nullptr) {
+        // Note [Lazy queue thread]: whoever does not run it wakes a lazy thread, so it is not
+        // left to a look that may be milliseconds away.
+        if (timeout != absl::InfiniteDuration() || !hook_->queue->RunIfNext(this)) {
+          hook_->queue->WakeIfLazy();
+        }
+      }
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -191,15 +198,20 @@ void WorkQueue::Run() {
     absl::Status cause;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Note [Lazy queue thread]: while lazy, look every kLazyTick instead of being woken.
-      int idle_ticks = 0;
+      // Note [Lazy queue thread]: while lazy, look now and then instead of being woken.
+      std::chrono::milliseconds tick = kLazyTick;
+      std::chrono::milliseconds idle{0};
       while (!ready()) {
         if (!lazy_) {
           cv_.wait(lock, [&] { return ready() || lazy_; });
+          tick = kLazyTick;
+          idle = std::chrono::milliseconds{0};
           continue;
         }
-        cv_.wait_for(lock, kLazyTick);
-        if (queue_.empty() && !busy_ && ++idle_ticks >= kLazyIdleTicks) lazy_ = false;
+        cv_.wait_for(lock, tick);
+        if (!queue_.empty()) continue;
+        if (!busy_ && (idle += tick) >= kLazyIdle) lazy_ = false;
+        tick = std::min(tick * 2, kLazyMaxTick);
       }
       if (queue_.empty()) return;  // stopping, and everything queued has run
       item = std::move(queue_.front());
@@ -231,6 +243,16 @@ bool WorkQueue::RunIfNext(const QueuedWork* work) {
   ScopedLogRank log_rank(rank_, world_size_);
   RunItem(item, cause);
   return true;
+}
+
+void WorkQueue::WakeIfLazy() {
+  bool lazy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // While an operation runs, RunItem wakes the thread when it ends (the queue is not empty).
+    lazy = lazy_ && !busy_;
+  }
+  if (lazy) cv_.notify_one();
 }
 
 void WorkQueue::RunItem(Item& item, const absl::Status& cause) {

@@ -25,10 +25,16 @@
 // Note [Lazy queue thread]. Waking the queue thread for an operation its caller then runs itself
 // is wasted: a futex wake and two context switches, measured at ~27 us of a ~72 us 4 KiB
 // allreduce (2 ranks, 2-core VM). So once a waiter has run an operation, the queue turns lazy:
-// Enqueue no longer wakes the thread, which instead looks at the queue every kLazyTick (1 ms). An
-// operation nobody waits for therefore still starts, at most a tick late, and the thread that
-// runs it turns the queue eager again (Enqueue wakes it at once), as it does after
-// kLazyIdleTicks ticks with nothing queued. Cost while lazy: one timed wake-up per millisecond.
+// Enqueue no longer wakes the thread, which instead looks at the queue now and then. An
+// operation nobody waits for therefore still starts, a little late, and the thread that runs it
+// turns the queue eager again (Enqueue wakes it at once), as it does after kLazyIdle with nothing
+// queued. The looks back off: kLazyTick (1 ms) after turning lazy, doubling after each look that
+// finds nothing queued, up to kLazyMaxTick (8 ms). Each look is a timer wake-up that takes the
+// CPU from whatever runs there, on the development VM from the other rank's training step: at 1
+// ms, with the waiter running every gradient allreduce of a 2-worker MLP (1.3 ms steps), they
+// cost it about 5-10% of its throughput. A waiter that has to block on a queued operation it
+// does not run itself (a Wait with a timeout, or an operation behind another) wakes a lazy
+// thread at once, so only operations nobody waits for see the back-off.
 #ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
 #define PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
 
@@ -131,6 +137,10 @@ class WorkQueue {
   // Runs `work` on the calling thread if it is next and nothing else runs; false otherwise.
   // Called by QueuedWork::Wait with the hook's lock held.
   bool RunIfNext(const QueuedWork* work);
+  // Wakes the queue thread if the queue is lazy: a waiter is about to block on a queued operation
+  // it will not run (Note [Lazy queue thread]). Called by QueuedWork::Wait with the hook's lock
+  // held.
+  void WakeIfLazy();
 
   // Poisons the queue with `cause` (an OK cause becomes kAborted); the first cause wins. Any
   // thread, any number of times.
@@ -166,7 +176,8 @@ class WorkQueue {
   bool busy_ = false;       // guarded by mu_; an operation runs (on the thread or a waiter)
   bool lazy_ = false;       // guarded by mu_; Note [Lazy queue thread]
   static constexpr std::chrono::milliseconds kLazyTick{1};
-  static constexpr int kLazyIdleTicks = 100;
+  static constexpr std::chrono::milliseconds kLazyMaxTick{8};
+  static constexpr std::chrono::milliseconds kLazyIdle{100};
   const std::shared_ptr<WaiterHook> hook_ = std::make_shared<WaiterHook>();
 
   std::thread thread_;  // last: starts after everything above is initialised
