@@ -18,7 +18,7 @@ class SpareBuffers {
   };
 
   // Buffers smaller than this are never kept.
-  static constexpr size_t kMinBytes = size_t{256} << 10;
+  static constexpr size_t kMinBytes = size_t{64} << 10;
 
   // A buffer of at least `bytes`: a spare one that fits (no more than twice as large) when there
   // is one, else a new one.

@@ -188,8 +188,8 @@ TEST(TcpTransportTest, UnexpectedLargeMessagesReuseBuffers) {
 }
 
 // Note [Waiter drives]: small sends queued behind a large one that filled the socket are written
-// by whichever thread gets there (the waiter of a small send, polling for room, or the loop once
-// the waiter has left), and the receiver, posting late, gets every byte in order.
+// by whichever thread gets there (the driver, polling for room, or the loop once it has taken the
+// channel back), and the receiver, posting late, gets every byte in order.
 TEST(TcpTransportTest, SmallSendsQueuedBehindAFullSocketComplete) {
   const size_t big = kLargeBytes;
   constexpr int kSmall = 64;
@@ -226,19 +226,23 @@ TEST(TcpTransportTest, SmallSendsQueuedBehindAFullSocketComplete) {
   });
 }
 
-// Note [Waiter drives]: a driver turns the loop's output watch off; a large send queued after it
-// left (its waiter does not drive) must turn it back on, or the rest of the message is never
-// written.
-TEST(TcpTransportTest, LargeSendAfterADrivenWaitIsFinishedByTheLoop) {
+// Note [Waiter drives] in tcp_progress.h: a driver parks the channel (the loop stops watching
+// it) and leaves it parked. A large send queued after that, which nobody waits for, must still go
+// out: the loop takes the channel back once no thread has driven for a while and writes the rest.
+// Rank 0 only polls IsCompleted(), which moves no data, so the loop alone can finish the send.
+TEST(TcpTransportTest, LargeSendNobodyWaitsForIsFinishedByTheLoop) {
   const size_t big = kLargeBytes;
   RunRanks(2, [&](RankContext& ctx) {
     Channel& ch = ctx.t().channel(1 - ctx.rank);
     std::vector<char> small(64);
     if (ctx.rank == 0) {
-      ASSERT_OK(WaitLong(*ch.Recv(small.data(), small.size(), 1)));  // a driven wait
+      ASSERT_OK(WaitLong(*ch.Recv(small.data(), small.size(), 1)));  // a driven wait: parks
       std::vector<char> large = Payload(0, 2, big);
       auto send = ch.Send(large.data(), big, 2);  // fills the socket: the rest is queued
       ctx.barrier->Wait();
+      const Deadline deadline = Deadline::After(kLong);
+      while (!send->IsCompleted() && !deadline.Expired()) absl::SleepFor(absl::Milliseconds(1));
+      ASSERT_TRUE(send->IsCompleted()) << "the loop never finished a send nobody waited for";
       ASSERT_OK(WaitLong(*send));
       return;
     }
@@ -252,10 +256,43 @@ TEST(TcpTransportTest, LargeSendAfterADrivenWaitIsFinishedByTheLoop) {
   });
 }
 
-// Note [Waiter drives]: per rank, one thread streams small sends and waits for each while another
+// Note [Waiter drives]: a driver moves every channel's data, not only its own op's. Rank 0 waits
+// for a message from rank 2 that rank 2 sends only after hearing from rank 1, which speaks only
+// once it has all of rank 0's large message; rank 0 never waits for that send. While rank 0
+// drives, the loop keeps away from its sockets, so only its driver can write the large message:
+// a driver serving only the channel it waits on would leave the three ranks waiting on each
+// other until the deadline.
+TEST(TcpTransportTest, DriverWritesEveryChannelWhileWaitingOnOne) {
+  const size_t big = kLargeBytes;
+  RunRanks(3, [&](RankContext& ctx) {
+    std::vector<char> small(64);
+    if (ctx.rank == 0) {
+      std::vector<char> large = Payload(0, 1, big);
+      auto send = ctx.t().channel(1).Send(large.data(), big, 1);  // fills the socket
+      ASSERT_OK(WaitLong(*ctx.t().channel(2).Recv(small.data(), small.size(), 3)));
+      EXPECT_EQ(Mismatch(small, 2, 3), "");
+      ASSERT_OK(WaitLong(*send));
+    } else if (ctx.rank == 1) {
+      std::vector<char> large(big);
+      ASSERT_OK(WaitLong(*ctx.t().channel(0).Recv(large.data(), big, 1)));
+      EXPECT_EQ(Mismatch(large, 0, 1), "");
+      std::vector<char> out = Payload(1, 2, small.size());
+      ASSERT_OK(WaitLong(*ctx.t().channel(2).Send(out.data(), out.size(), 2)));
+    } else {
+      ASSERT_OK(WaitLong(*ctx.t().channel(1).Recv(small.data(), small.size(), 2)));
+      EXPECT_EQ(Mismatch(small, 1, 2), "");
+      std::vector<char> out = Payload(2, 3, small.size());
+      ASSERT_OK(WaitLong(*ctx.t().channel(0).Send(out.data(), out.size(), 3)));
+    }
+    ctx.barrier->Wait();
+  });
+}
+
+// Note [Waiter drives]: per rank, one thread streams sends and waits for each while another
 // receives and waits, both ways over one channel at once, with a few large messages mixed in so
-// sockets fill up: waiters of both directions take turns driving the socket and handing its watch
-// back to the loop. Every byte is checked; a lost output edge would hang (and time out here).
+// sockets fill up: the waiters of both threads take turns driving the transport (one drives, the
+// other naps on its op and tries again). Every byte is checked; a lost output edge or a waiter
+// left behind would hang (and time out here).
 TEST(TcpTransportTest, ConcurrentSmallSendsAndReceivesOnOneChannel) {
   constexpr int kMessages = 400;
   auto size = [](int i) -> size_t { return i % 50 == 49 ? (1 << 20) + i : 1 + (i * 37) % 9000; };

@@ -27,13 +27,6 @@ constexpr size_t kStagingBytes = 64 << 10;
 constexpr size_t kDirectReadMinBytes = 8 << 10;
 // Bytes read from one socket per loop turn before the other sockets get their turn.
 constexpr size_t kReadBudgetBytes = 8 << 20;
-// Sends and receives up to this size may be driven by their waiter (Note [Waiter drives] in
-// tcp_request.h); larger ones are left to the loop thread. A waiter reading 1 MiB messages
-// streamed one way cut transport_bench's bandwidth from 3.5 to 0.17 GB/s on the 2-core VM: the
-// sender ran a window ahead, so most messages arrived before their receive was posted and took an
-// extra copy through an unexpected-message buffer, while the loop thread, reading on the other
-// core, had kept up. For small messages driving saves thread hand-offs and wake-ups.
-constexpr size_t kWaiterDrivesMaxBytes = 64 << 10;
 // Note [Receive low-water mark].
 constexpr size_t kMaxLowWaterBytes = 256 << 10;
 // iovec entries per sendmsg: a batch of up to 32 queued messages (header and payload each).
@@ -51,13 +44,14 @@ void CompleteAll(OpList& ops) {
 }  // namespace
 
 TcpChannel::TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop,
-                       Owner* owner, absl::Duration wait_spin, bool waiter_drives)
+                       Owner* owner, absl::Duration wait_spin,
+                       std::shared_ptr<TcpProgress> progress)
     : link_(std::move(link)),
       socket_(std::move(socket)),
       loop_(loop),
       owner_(owner),
       wait_spin_(wait_spin),
-      waiter_drives_(waiter_drives),
+      progress_(std::move(progress)),
       staging_(new char[kStagingBytes]) {
   std::lock_guard<std::mutex> lock(reader_->mu);
   reader_->channel = this;
@@ -77,11 +71,8 @@ bool TcpChannel::LinkDown() const {
 }
 
 std::unique_ptr<TransportRequest> TcpChannel::MakeRequest(std::shared_ptr<TcpOp> op) const {
-  std::shared_ptr<TcpReaderHook> reader;
-  if (waiter_drives_ && op->bytes <= kWaiterDrivesMaxBytes && !op->IsCompleted()) {
-    reader = reader_;
-  }
-  return std::make_unique<TcpRequest>(std::move(op), link_, wait_spin_, std::move(reader));
+  std::shared_ptr<TcpProgress> progress = op->IsCompleted() ? nullptr : progress_;
+  return std::make_unique<TcpRequest>(std::move(op), link_, wait_spin_, std::move(progress));
 }
 
 // ---- Sending ---------------------------------------------------------------------------------
@@ -146,24 +137,24 @@ void TcpChannel::WriteMissed() {
 
 void TcpChannel::WatchOutput() {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  if (driven_ || output_watched_) return;  // a driver re-arms the watch when it leaves
+  if (parked_ || output_watched_) return;  // Unpark arms it if sends are still queued
   output_watched_ = true;
   loop_->Watch(socket_.fd(), this, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 }
 
-void TcpChannel::StartDriving() {
+void TcpChannel::Park() {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  driven_ = true;
+  parked_ = true;
   output_watched_ = false;
   loop_->Watch(socket_.fd(), this, 0);  // hang-ups and errors still reach the loop
 }
 
-void TcpChannel::StopDriving() {
+void TcpChannel::Unpark() {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  driven_ = false;
+  parked_ = false;
   // Re-arming reports what is ready now: input that arrived meanwhile wakes the loop, as it
   // should. Output is watched only while sends are queued, since a writable socket would wake
-  // the loop at once for nothing. A Send that queues after this reads driven_ false and arms it.
+  // the loop at once for nothing. A Send that queues after this reads parked_ false and arms it.
   output_watched_ = send_pending_.load();
   loop_->Watch(socket_.fd(), this,
                EPOLLIN | EPOLLRDHUP | EPOLLET | (output_watched_ ? EPOLLOUT : 0u));
@@ -282,45 +273,6 @@ bool TcpChannel::OnEvents(uint32_t events) {
     return false;
   }
   return more;
-}
-
-void TcpChannel::DriveForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline) {
-  absl::Status error;
-  {
-    std::unique_lock<std::mutex> reader(hook.mu, std::try_to_lock);
-    if (!reader.owns_lock() || hook.channel == nullptr) return;
-    TcpChannel& channel = *hook.channel;
-    channel.StartDriving();
-    const absl::Time spin_until = absl::Now() + channel.wait_spin_;
-    while (!op.IsCompleted() && channel.owner_->PoisonCause().ok()) {
-      hook.missed.store(false);  // whatever the loop skipped, this read covers
-      const bool more = channel.ReadAvailable(&error);
-      if (!error.ok() || op.IsCompleted()) break;
-      bool sending = channel.send_pending_.load();
-      if (sending) {
-        error = channel.TryWrite();
-        if (!error.ok() || op.IsCompleted()) break;
-        sending = channel.send_pending_.load();
-      }
-      if (more) continue;
-      if (deadline.Expired()) break;
-      if (channel.wait_spin_ > absl::ZeroDuration() && absl::Now() < spin_until) continue;
-      // Sleep until the socket has input, room for queued output, or is shut down by Fail.
-      // Bounded, so a missed wake-up costs at most this long.
-      constexpr int kMaxSleepMillis = 100;
-      const int millis = deadline.IsNever()
-                             ? kMaxSleepMillis
-                             : std::min(deadline.PollTimeoutMillis(), kMaxSleepMillis);
-      pollfd p{channel.socket_.fd(),
-               static_cast<short>(POLLIN | POLLRDHUP | (sending ? POLLOUT : 0)), 0};
-      (void)poll(&p, 1, millis);
-    }
-    channel.StopDriving();
-    // Poisoning only posts work to the loop thread (this is not it), so it is safe under the
-    // role; the loop then fails this channel, taking the role once we let it go.
-    if (!error.ok()) channel.owner_->Poison(error, channel.link_->peer);
-  }
-  ReadMissed(hook);
 }
 
 void TcpChannel::ReadMissed(TcpReaderHook& hook) {
@@ -563,6 +515,7 @@ void TcpChannel::Fail(const absl::Status& cause) { Fail(cause, /*graceful=*/fals
 void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
   if (io_closed_) return;
   io_closed_ = true;
+  failed_.store(true);
   loop_->Remove(socket_.fd());
   OpList failed;
   {
@@ -573,7 +526,7 @@ void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
     send_queue_.clear();
   }
   socket_.Shutdown();  // after the abort frame, which goes out ahead of the FIN
-  // The shutdown wakes a waiter asleep in poll() holding the reader role (Note [Waiter drives]).
+  // The shutdown wakes a driver asleep in poll() holding the reader role (Note [Waiter drives]).
   std::lock_guard<std::mutex> reader(reader_->mu);
   {
     std::lock_guard<std::mutex> lock(recv_mu_);

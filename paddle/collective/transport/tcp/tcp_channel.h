@@ -9,13 +9,14 @@
 //  Sending: Send() appends the op to the send queue; if the queue was empty, the calling thread
 //   writes at once with sendmsg(header, payload) straight from the caller's buffer until the
 //   message is out or the socket is full (EAGAIN). What is left, the loop thread writes on the
-//   next EPOLLOUT edge (or a thread driving the channel, Note [Waiter drives] in tcp_request.h),
+//   next EPOLLOUT edge (or a thread driving the channel, Note [Waiter drives] in tcp_progress.h),
 //   batching several queued messages into one sendmsg. Writers hold send_mu_, so the socket's
 //   byte stream is never interleaved. Invariant: the send queue is non-empty only if the last
-//   write met EAGAIN, and then output is watched (by the loop, or by the driver in poll()), so
-//   an output edge is sure to be seen.
+//   write met EAGAIN, and then output is watched (by the loop, by the driver in poll(), or, on a
+//   parked socket nobody drives, by the loop once it takes the socket back), so an output edge
+//   is sure to be seen.
 //  Receiving (the reader: the loop thread, or a waiting thread, Note [Waiter drives] in
-//   tcp_request.h): the socket is read into a 64 KiB staging buffer while a header is
+//   tcp_progress.h): the socket is read into a 64 KiB staging buffer while a header is
 //   expected, so a burst of small messages costs one read() and their payloads one small copy.
 //   The header names the tag; the oldest posted Recv with that tag is matched and the payload is
 //   read straight into the caller's buffer (readv with the staging buffer as a second vector, to
@@ -50,6 +51,7 @@
 #include "absl/time/time.h"
 #include "paddle/collective/transport/spare_buffers.h"
 #include "paddle/collective/transport/tcp/tcp_loop.h"
+#include "paddle/collective/transport/tcp/tcp_progress.h"
 #include "paddle/collective/transport/tcp/tcp_request.h"
 #include "paddle/collective/transport/tcp/tcp_socket.h"
 #include "paddle/collective/transport/transport.h"
@@ -58,6 +60,8 @@ namespace paddle {
 
 class TcpChannel final : public Channel, public TcpLoop::Handler {
  public:
+  friend class TcpProgress;  // the driver moves data as the loop would (Note [Waiter drives])
+
   // What a channel needs from its transport.
   class Owner {
    public:
@@ -71,11 +75,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
     ~Owner() = default;
   };
 
-  // `wait_spin`: how long a Wait() on this channel's requests polls before sleeping.
-  // `waiter_drives`: whether a thread waiting for a small send or receive may move the socket's
-  // data itself (Note [Waiter drives] in tcp_request.h).
+  // `wait_spin`: how long a Wait() on this channel's requests spins before sleeping when no
+  // thread drives. `progress`: the transport's progress engine, which waiters drive (Note
+  // [Waiter drives] in tcp_progress.h); null: only the loop thread moves data.
   TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop, Owner* owner,
-             absl::Duration wait_spin, bool waiter_drives);
+             absl::Duration wait_spin, std::shared_ptr<TcpProgress> progress);
   ~TcpChannel() override;
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
@@ -101,11 +105,6 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   void Fail(const absl::Status& cause, bool graceful);
 
   bool OnEvents(uint32_t events) override;
-
-  // Note [Waiter drives]: if the reader role is free, reads the socket and writes queued sends on
-  // the calling thread until `op` completes, `deadline` passes or the transport fails, sleeping
-  // in poll() on the socket meanwhile; returns at once if another thread holds the role.
-  static void DriveForWaiter(TcpReaderHook& hook, const TcpOp& op, const Deadline& deadline);
 
   // Whether the peer has closed or reset the connection, as the kernel sees it now (even with
   // unread data before the close). Any thread.
@@ -147,13 +146,13 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   absl::Status TryWrite();
   // After letting send_mu_ go without writing: acts on a note left meanwhile, poisoning on error.
   void WriteMissed();
-  // Note [Waiter drives]: the loop's watch on the socket. WatchOutput asks the loop for output
-  // edges (sends are queued; any thread holding no channel lock). StartDriving turns the loop's
-  // watch off while a waiter drives, StopDriving turns it back on (the driver, holding the
-  // reader role and no other channel lock).
+  // Note [Waiter drives] in tcp_progress.h: the loop's watch on the socket. WatchOutput asks the
+  // loop for output edges (sends are queued; any thread holding no channel lock). Park turns
+  // the loop's watch off for the progress engine, Unpark turns it back on (under the engine's
+  // driver role, holding no channel lock).
   void WatchOutput();
-  void StartDriving();
-  void StopDriving();
+  void Park();
+  void Unpark();
   // The reader (Note [Waiter drives]): reads until EAGAIN or the per-turn budget; returns true if
   // the budget ran out.
   bool ReadAvailable(absl::Status* error);
@@ -196,7 +195,8 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   TcpLoop* const loop_;
   Owner* const owner_;
   const absl::Duration wait_spin_;
-  const bool waiter_drives_;
+  const std::shared_ptr<TcpProgress> progress_;  // null: waiters do not drive
+  std::atomic<bool> failed_{false};              // Fail() has begun: nothing more to move
 
   std::mutex send_mu_;
   std::deque<std::shared_ptr<TcpOp>> send_queue_ ABSL_GUARDED_BY(send_mu_);
@@ -207,7 +207,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
 
   // Note [Waiter drives]: the loop's watch on the socket, changed under watch_mu_ only.
   std::mutex watch_mu_;
-  bool driven_ ABSL_GUARDED_BY(watch_mu_) = false;  // a waiter drives: the loop watches nothing
+  bool parked_ ABSL_GUARDED_BY(watch_mu_) = false;         // the loop watches nothing
   bool output_watched_ ABSL_GUARDED_BY(watch_mu_) = true;  // the loop watches EPOLLOUT
 
   std::mutex recv_mu_;

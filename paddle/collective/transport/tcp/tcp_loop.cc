@@ -6,8 +6,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -78,6 +80,40 @@ void TcpLoop::Post(std::function<void()> fn) {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
+void TcpLoop::PostAfter(absl::Duration delay, std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timers_.emplace(std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(delay),
+                    std::move(fn));
+  }
+  if (InLoopThread()) return;  // the loop recomputes its timeout before it sleeps again
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+int TcpLoop::RunTimers() {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::function<void()>> due;
+  int timeout = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (timers_.empty()) return -1;
+    const Clock::time_point now = Clock::now();
+    while (!timers_.empty() && timers_.begin()->first <= now) {
+      due.push_back(std::move(timers_.begin()->second));
+      timers_.erase(timers_.begin());
+    }
+    if (due.empty()) {
+      // Rounded up, so the loop never wakes just before the time and spins.
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - now);
+      timeout = static_cast<int>(std::min<int64_t>(wait.count(), 1000));
+    }
+  }
+  for (auto& fn : due) fn();
+  // What just ran may have added timers: look again on the next turn, without sleeping.
+  return due.empty() ? timeout : 0;
+}
+
 void TcpLoop::Stop() {
   if (joined_ || !thread_.joinable()) return;
   PADDLE_CHECK(!InLoopThread()) << "TcpLoop::Stop from its own thread would deadlock";
@@ -117,7 +153,7 @@ void TcpLoop::Run() {
   epoll_event events[kMaxEvents];
   while (true) {
     // Sleep only when no handler has work left and the busy-poll window has closed.
-    int timeout = -1;
+    int timeout = RunTimers();
     if (!again.empty()) {
       timeout = 0;
     } else if (busy_poll.count() > 0 && Clock::now() - last_event < busy_poll) {

@@ -14,8 +14,10 @@
 #define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_LOOP_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -57,6 +59,9 @@ class TcpLoop {
 
   // Runs `fn` on the loop thread, after the events of the current turn; posts run in order.
   void Post(std::function<void()> fn);
+  // Runs `fn` on the loop thread once `delay` has passed (or never, if the loop stops first).
+  // Any thread, the loop's own included.
+  void PostAfter(absl::Duration delay, std::function<void()> fn);
 
   // Runs the work already posted, then ends the loop thread and joins it. Idempotent. Not from
   // the loop thread.
@@ -69,6 +74,9 @@ class TcpLoop {
   void Run();
   // Runs and drops the posted work; returns whether Stop() was requested.
   bool RunPosted();
+  // Runs the PostAfter work that is due; returns the epoll_wait timeout (ms) until the next one
+  // (-1: none pending).
+  int RunTimers();
 
   const absl::Duration busy_poll_;
   int epoll_fd_ = -1;
@@ -78,6 +86,9 @@ class TcpLoop {
 
   std::mutex mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  // PostAfter's work, by due time (a handful at most: the transport keeps one pending).
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> timers_
+      ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool joined_ = false;  // touched only by the thread that owns the loop
 };

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "paddle/collective/transport/tcp/tcp_channel.h"
+#include "paddle/collective/transport/tcp/tcp_progress.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -72,9 +72,18 @@ bool TcpOp::Await(const Deadline& deadline, absl::Duration spin, absl::Status* s
 }
 
 absl::Status TcpRequest::Wait(const Deadline& deadline) {
-  if (reader_ != nullptr && !op_->IsCompleted())
-    TcpChannel::DriveForWaiter(*reader_, *op_, deadline);
   absl::Status status;
+  if (progress_ != nullptr) {
+    // Note [Waiter drives]: drive the transport, or, while another thread does, sleep on this op
+    // a little (that thread completes it if its data comes) and try again.
+    while (!op_->IsCompleted() && !deadline.Expired()) {
+      if (progress_->Drive(*op_, deadline)) break;
+      const absl::Duration nap = deadline.IsNever()
+                                     ? TcpProgress::kRetry
+                                     : std::min(deadline.Remaining(), TcpProgress::kRetry);
+      if (op_->Await(Deadline::After(nap), absl::ZeroDuration(), &status)) return status;
+    }
+  }
   if (op_->Await(deadline, spin_, &status)) return status;
   const TcpLinkInfo& link = *link_;
   uint64_t progress = op_->progress.load(std::memory_order_relaxed);

@@ -45,32 +45,18 @@ struct TcpLinkInfo {
 };
 
 class TcpChannel;
+class TcpProgress;
 
-// Note [Waiter drives]. The reading side of a channel, shared by the channel and the requests
-// its waiters may drive. `mu` is the reader role: whoever holds it (the loop thread on an input
-// edge, or a thread waiting for one of the channel's requests) alone reads the socket and parses
-// what arrives. A thread waiting for a send or receive of up to kWaiterDrivesMaxBytes
-// (tcp_channel.cc) that takes the role moves the channel's data itself, like an MPI progress
-// engine: it reads the socket, writes the queued sends when the socket has room, and sleeps in
-// poll() on the socket rather than on a condition variable the loop thread must signal. While it
-// drives, the loop stops watching the socket (epoll_ctl with no events, re-armed when it leaves),
-// so each arrival wakes one thread, not the waiter and the idle loop thread both; wake-ups and
-// thread hand-offs were most of a small message's cost on the 2-core development VM. Measured
-// there against OpenMPI over TCP, interleaved runs: allreduce 4-64 KiB on 4 ranks went from
-// 0.44-0.93x to 0.53-1.11x OpenMPI's speed (4 KiB 238 -> 142-169 us), on 2 ranks from
-// 0.40-0.74x to 0.50-1.04x. Rules:
-//  - Waiters only try_lock; one that cannot drive sleeps on its op as before (the holder reads
-//    its message too, and completes it; the loop writes its send).
-//  - The loop thread sets `missed` before its try_lock; a holder that releases the role checks
-//    `missed` after unlocking and, if set, takes the role again and reads, so an input edge the
-//    loop had to skip is never lost. Writers do the same with send_mu_ and `write_missed_`.
-//  - The loop's watch changes under the channel's watch_mu_ only: a driver turns it off when it
-//    starts and back on when it leaves (output only while sends are queued: a writable socket
-//    would wake the loop for nothing); a Send that leaves data queued asks for output edges
-//    unless a driver is active, which then sees the queued data when it leaves.
-//  - TcpChannel::Fail shuts the socket down before taking the role: that wakes a waiter asleep in
-//    poll(). The channel's destructor detaches itself (channel = nullptr) under `mu`, so a request
-//    that outlives its transport never touches it.
+// The reading side of a channel. `mu` is the reader role: whoever holds it (the loop thread on an
+// input edge, or a thread driving the transport, Note [Waiter drives] in tcp_progress.h) alone
+// reads the socket and parses what arrives. Rules:
+//  - The loop thread sets `missed` before it try_locks the role; a holder that releases the role
+//    checks `missed` after unlocking and, if set, takes the role again and reads, so an input
+//    edge the loop had to skip is never lost. Writers do the same with send_mu_ and
+//    `write_missed_` (tcp_channel.cc).
+//  - TcpChannel::Fail shuts the socket down before taking the role: that wakes a driver asleep in
+//    poll(). The channel's destructor detaches itself (channel = nullptr) under `mu`, so a holder
+//    that outlives it never touches it.
 struct TcpReaderHook {
   std::mutex mu;
   TcpChannel* channel = nullptr;  // guarded by mu
@@ -124,10 +110,11 @@ class TcpOp {
 
 class TcpRequest final : public TransportRequest {
  public:
-  // `reader`: the channel's reading side when the waiter may drive it (Note [Waiter drives]).
+  // `progress`: the transport's progress engine, which the waiter drives (Note [Waiter drives]
+  // in tcp_progress.h); null: the waiter only sleeps (spinning for `spin` first).
   TcpRequest(std::shared_ptr<TcpOp> op, std::shared_ptr<const TcpLinkInfo> link,
-             absl::Duration spin, std::shared_ptr<TcpReaderHook> reader)
-      : op_(std::move(op)), link_(std::move(link)), spin_(spin), reader_(std::move(reader)) {}
+             absl::Duration spin, std::shared_ptr<TcpProgress> progress)
+      : op_(std::move(op)), link_(std::move(link)), spin_(spin), progress_(std::move(progress)) {}
 
   // A timeout names the op, its progress and the time waited.
   absl::Status Wait(const Deadline& deadline) override;
@@ -137,7 +124,7 @@ class TcpRequest final : public TransportRequest {
   std::shared_ptr<TcpOp> op_;
   std::shared_ptr<const TcpLinkInfo> link_;
   absl::Duration spin_;
-  std::shared_ptr<TcpReaderHook> reader_;
+  std::shared_ptr<TcpProgress> progress_;
 };
 
 }  // namespace paddle

@@ -17,6 +17,7 @@
 #include "paddle/collective/transport/tcp/tcp_channel.h"
 #include "paddle/collective/transport/tcp/tcp_loop.h"
 #include "paddle/collective/transport/tcp/tcp_mesh.h"
+#include "paddle/collective/transport/tcp/tcp_progress.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
@@ -30,18 +31,18 @@ namespace {
 // the 2-core development VM (two ranks = four busy threads) measured both as harmful there: the
 // 8-byte ping-pong one-way p50 went from 25 us to 47-52 us with a 20 us spin and to 76-81 us with
 // a 50 us busy poll, since a spinning thread holds the core the peer needs; bandwidth did not
-// change beyond noise. Since a waiter drives its channel (Note [Waiter drives] in tcp_request.h),
-// its spin polls the socket itself: with two ranks on two cores the 8-byte p50 went from 22 to
-// 9 us with a 200 us spin, while a 4-rank allreduce of 4 KiB (two ranks per core) went from 167
-// to 205 us with a 30 us spin. So both stay off by default; with a spare core per rank they pay,
-// which is why they remain settable. Socket buffers: forcing 4 MiB
+// change beyond noise. Since a waiter drives the transport (Note [Waiter drives] in
+// tcp_progress.h), its spin polls the sockets itself: with two ranks on two cores the 8-byte p50
+// went from 19 to 9 us with a 1000 us spin, while 3-rank allreduces (three ranks on two cores)
+// became several times slower with any long spin. So both stay off by default; with a spare
+// core per rank they pay, which is why they remain settable. Socket buffers: forcing 4 MiB
 // (PADDLE_SOCKET_BUFFER_BYTES) against kernel autotuning showed no consistent difference within the
 // noise of that machine, so autotuning, which may grow the receive buffer further, is the default.
 struct TcpTuning {
   absl::Duration wait_spin = absl::Microseconds(0);
   absl::Duration busy_poll = absl::Microseconds(0);
   int socket_buffer_bytes = 0;
-  bool waiter_drives = true;  // Note [Waiter drives] in tcp_request.h
+  bool waiter_drives = true;  // Note [Waiter drives] in tcp_progress.h
 };
 
 int64_t EnvInt(const char* name, int64_t fallback) {
@@ -94,6 +95,7 @@ class TcpTransport final : public Transport, private TcpChannel::Owner {
   const int rank_;
   const int world_size_;
   std::unique_ptr<TcpLoop> loop_;
+  std::shared_ptr<TcpProgress> progress_;              // null when waiters do not drive
   std::vector<std::unique_ptr<TcpChannel>> channels_;  // null at rank_
 
   std::atomic<bool> poisoned_{false};
@@ -116,12 +118,17 @@ TcpTransport::~TcpTransport() {
         absl::StrCat("the transport of rank ", rank_, "/", world_size_, " was destroyed")));
     loop_->Stop();  // runs the FailAll() just posted, then joins
   }
+  // Requests may outlive the transport and still hold the progress engine: it lets go of the
+  // channels first (waiting for a driver to leave; the failed channels woke it).
+  if (progress_ != nullptr) progress_->Detach();
   channels_.clear();
   loop_.reset();
 }
 
 absl::Status TcpTransport::Start(std::vector<TcpMeshLink> links, const TcpTuning& tuning) {
   ASSIGN_OR_RETURN(loop_, TcpLoop::Start(tuning.busy_poll));
+  if (tuning.waiter_drives)
+    progress_ = std::make_shared<TcpProgress>(loop_.get(), tuning.wait_spin);
   channels_.resize(world_size_);
   for (int peer = 0; peer < world_size_; ++peer) {
     if (peer == rank_) continue;
@@ -130,12 +137,17 @@ absl::Status TcpTransport::Start(std::vector<TcpMeshLink> links, const TcpTuning
     link->world_size = world_size_;
     link->peer = peer;
     link->peer_address = links[peer].address;
-    channels_[peer] = std::make_unique<TcpChannel>(std::move(link), std::move(links[peer].socket),
-                                                   loop_.get(), static_cast<Owner*>(this),
-                                                   tuning.wait_spin, tuning.waiter_drives);
+    channels_[peer] =
+        std::make_unique<TcpChannel>(std::move(link), std::move(links[peer].socket), loop_.get(),
+                                     static_cast<Owner*>(this), tuning.wait_spin, progress_);
   }
   for (auto& channel : channels_) {
     if (channel != nullptr) RETURN_IF_ERROR(channel->Start());
+  }
+  if (progress_ != nullptr) {
+    std::vector<TcpChannel*> channels;
+    for (auto& channel : channels_) channels.push_back(channel.get());
+    progress_->Attach(std::move(channels));
   }
   return absl::OkStatus();
 }

@@ -9,14 +9,15 @@
 //   tcp_loop        the epoll thread
 //   tcp_channel     one peer's link: framing, matching, zero-copy receives, failure
 //   tcp_request     one posted send or receive and its completion
+//   tcp_progress    the progress engine that waiting threads drive (Note [Waiter drives])
 //
 // Tuning, read from the environment when a transport is created (the defaults are what
 // bench/collective/transport_bench measured best; see Note [Busy polling] in tcp_transport.cc):
 //   PADDLE_TCP_WAIT_SPIN_US      a Wait() polls this long before sleeping
 //   PADDLE_TCP_BUSY_POLL_US      the I/O thread keeps polling this long after its last event
-//   PADDLE_TCP_WAITER_READS      1 (default): a thread waiting for a send or receive of up to
-//                                64 KiB moves the socket's data itself (Note [Waiter drives] in
-//                                tcp_request.h); 0: only the I/O thread does
+//   PADDLE_TCP_WAITER_READS      1 (default): a thread waiting for a send or receive moves the
+//                                data of every socket itself (Note [Waiter drives] in
+//                                tcp_progress.h); 0: only the I/O thread does
 //   PADDLE_SOCKET_BUFFER_BYTES   minimum SO_SNDBUF/SO_RCVBUF (0: leave them to the kernel; see
 //                                Note [Socket buffers] in tcp_socket.cc)
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_TRANSPORT_H_
