@@ -87,6 +87,7 @@ absl::StatusOr<std::vector<TcpMeshLink>> MeshBuilder::Build() {
   }
   PADDLE_LOG(DEBUG, NET) << "connected to " << o_.world_size - 1 << " peer(s) in "
                          << Seconds(deadline_.Elapsed());
+  links_[o_.rank].address = listen_address_;
   return std::move(links_);
 }
 

@@ -46,8 +46,9 @@ struct TcpMeshLink {
   std::string address;  // the peer's published "host:port"
 };
 
-// Returns one link per rank (links[options.rank] stays empty), each socket non-blocking with
-// TCP_NODELAY set. Errors name this rank, the peer rank and its address, and what to change.
+// Returns one link per rank (links[options.rank] has no socket and this rank's own address), each
+// socket non-blocking with TCP_NODELAY set. Errors name this rank, the peer rank and its address,
+// and what to change.
 absl::StatusOr<std::vector<TcpMeshLink>> ConnectFullMesh(const TcpMeshOptions& options);
 
 }  // namespace paddle

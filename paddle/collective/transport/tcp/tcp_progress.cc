@@ -17,7 +17,7 @@ namespace {
 constexpr int kMaxSleepMillis = 100;
 }  // namespace
 
-void TcpProgress::Attach(std::vector<TcpChannel*> channels) {
+void TcpProgress::Attach(const std::vector<TcpChannel*>& channels) {
   std::lock_guard<std::mutex> role(role_);
   channels_.clear();
   for (TcpChannel* channel : channels) {

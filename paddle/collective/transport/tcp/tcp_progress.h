@@ -72,7 +72,7 @@ class TcpProgress : public std::enable_shared_from_this<TcpProgress> {
   TcpProgress& operator=(const TcpProgress&) = delete;
 
   // The transport's channels, once started (null entries skipped). Before any Drive.
-  void Attach(std::vector<TcpChannel*> channels);
+  void Attach(const std::vector<TcpChannel*>& channels);
   // Forgets the channels: later Drives return at once. The transport, after its channels have
   // failed and its loop has stopped, before it destroys them.
   void Detach();

@@ -1,11 +1,14 @@
 // TcpTransport: owns the I/O loop and the channels, and poisons them all on the first failure.
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,7 @@ namespace {
 // noise of that machine, so autotuning, which may grow the receive buffer further, is the default.
 struct TcpTuning {
   absl::Duration wait_spin = absl::Microseconds(0);
+  bool wait_spin_auto = true;  // PADDLE_TCP_WAIT_SPIN_US unset: Note [Automatic spin]
   absl::Duration busy_poll = absl::Microseconds(0);
   int socket_buffer_bytes = 0;
   bool waiter_drives = true;  // Note [Waiter drives] in tcp_progress.h
@@ -60,6 +64,8 @@ int64_t EnvInt(const char* name, int64_t fallback) {
 TcpTuning TuningFromEnv() {
   TcpTuning defaults;
   TcpTuning t;
+  const char* spin = std::getenv("PADDLE_TCP_WAIT_SPIN_US");
+  t.wait_spin_auto = spin == nullptr || *spin == '\0';
   t.wait_spin = absl::Microseconds(
       EnvInt("PADDLE_TCP_WAIT_SPIN_US", absl::ToInt64Microseconds(defaults.wait_spin)));
   t.busy_poll = absl::Microseconds(
@@ -68,6 +74,38 @@ TcpTuning TuningFromEnv() {
   t.socket_buffer_bytes = static_cast<int>(std::min<int64_t>(
       EnvInt("PADDLE_SOCKET_BUFFER_BYTES", defaults.socket_buffer_bytes), 1 << 30));
   return t;
+}
+
+// Note [Automatic spin]. OpenMPI polls without sleeping unless a node runs more ranks than it
+// has cores; we do the same with PADDLE_TCP_WAIT_SPIN_US unset: a driver polls its sockets for
+// kAutoSpin before it sleeps when the ranks on this host (peers that published the same host
+// address, threads-as-ranks included) are no more than the CPUs this process may run on, and
+// never spins otherwise, where a spinning rank would hold the core its peer needs.
+constexpr absl::Duration kAutoSpin = absl::Microseconds(100);
+
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+absl::Duration AutomaticSpin(const std::vector<TcpMeshLink>& links, int rank) {
+  const std::string host = HostOf(links[rank].address);
+  int local = 0;
+  for (const TcpMeshLink& link : links) {
+    if (HostOf(link.address) == host) ++local;
+  }
+  const int cpus = UsableCpus();
+  const absl::Duration spin = local <= cpus ? kAutoSpin : absl::ZeroDuration();
+  PADDLE_LOG(DEBUG, NET) << local << " rank(s) on this host (" << host << "), " << cpus
+                         << " usable CPU(s): waiters spin " << spin << " before sleeping";
+  return spin;
 }
 
 class TcpTransport final : public Transport, private TcpChannel::Owner {
@@ -147,7 +185,7 @@ absl::Status TcpTransport::Start(std::vector<TcpMeshLink> links, const TcpTuning
   if (progress_ != nullptr) {
     std::vector<TcpChannel*> channels;
     for (auto& channel : channels_) channels.push_back(channel.get());
-    progress_->Attach(std::move(channels));
+    progress_->Attach(channels);
   }
   return absl::OkStatus();
 }
@@ -233,6 +271,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportOpt
   mesh.connect_timeout = options.connect_timeout;
   mesh.socket_buffer_bytes = tuning.socket_buffer_bytes;
   ASSIGN_OR_RETURN(std::vector<TcpMeshLink> links, ConnectFullMesh(mesh));
+  if (tuning.wait_spin_auto) tuning.wait_spin = AutomaticSpin(links, options.rank);
   auto transport = std::make_unique<TcpTransport>(options.rank, options.world_size);
   RETURN_IF_ERROR(transport->Start(std::move(links), tuning));
   return std::unique_ptr<Transport>(std::move(transport));
