@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/store/store.h"
+#include "paddle/collective/transport/tcp/socket_address.h"
 #include "paddle/collective/transport/tcp/tcp_channel.h"
 #include "paddle/collective/transport/tcp/tcp_loop.h"
 #include "paddle/collective/transport/tcp/tcp_mesh.h"
@@ -83,9 +84,10 @@ TcpTuning TuningFromEnv() {
 // never spins otherwise, where a spinning rank would hold the core its peer needs.
 constexpr absl::Duration kAutoSpin = absl::Microseconds(100);
 
+// The host part of a published "host:port" (SocketAddress's own parsing, IPv6 brackets included).
 std::string HostOf(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
+  absl::StatusOr<SocketAddress> parsed = SocketAddress::Parse(address);
+  return parsed.ok() ? parsed->Host() : address;
 }
 
 int UsableCpus() {
