@@ -4,7 +4,6 @@
 // the choice; the algorithms' own tests cover TCP).
 #include "paddle/collective/algorithms/algorithm_selector.h"
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,38 +12,12 @@
 #include "gtest/gtest.h"
 #include "tests/collective/algorithms/intercepting_transport.h"
 #include "tests/collective/algorithms/rank_group.h"
+#include "tests/testing/scoped_env.h"
 
 namespace paddle {
 namespace {
 
 using testutil::InterceptingTransport;
-
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    had_old_ = old != nullptr;
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_old_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_old_ = false;
-};
 
 TEST(AlgorithmSelectorTest, TableBySizeAndWorldSize) {
   const AlgorithmSelector table;

@@ -9,7 +9,7 @@
 //
 // Optionally the loop busy-polls (epoll_wait with a zero timeout) for a while after its last
 // event instead of sleeping, trading a core for the wake-up latency of small messages; see
-// Note [Busy polling] in tcp_transport.cc for when that pays.
+// Note [Busy polling] in tcp_tuning.h for when that pays.
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_LOOP_H_
 #define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_LOOP_H_
 

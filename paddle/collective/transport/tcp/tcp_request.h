@@ -8,7 +8,7 @@
 //
 // Completion is one atomic flag plus a mutex and condition variable the waiter sleeps on; the
 // completing thread signals only if someone sleeps. Wait() may first spin on the flag for a
-// configurable few microseconds (Note [Busy polling] in tcp_transport.cc).
+// configurable few microseconds (Note [Busy polling] in tcp_tuning.h).
 //
 // Note [Locks and ThreadSanitizer]. The transport locks with std::mutex, not absl::Mutex: the
 // system Abseil is built without ThreadSanitizer, so its Mutex is invisible to TSan and every

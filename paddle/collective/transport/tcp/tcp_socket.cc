@@ -181,7 +181,7 @@ absl::StatusOr<SocketAddress> TcpSocket::LocalAddress() const {
 // maximum of net.ipv4.tcp_wmem/tcp_rmem), and setting SO_SNDBUF/SO_RCVBUF switches that off for
 // the socket and caps the size at net.core.wmem_max/rmem_max. So a requested size is only ever a
 // minimum: applied where the socket has less now, never shrinking it. Whether forcing sizes beats
-// autotuning depends on the host; see Note [Busy polling] in tcp_transport.cc for the measurement.
+// autotuning depends on the host; see Note [Busy polling] in tcp_tuning.h for the measurement.
 absl::Status TcpSocket::ConfigureForData(int buffer_bytes) const {
   int one = 1;
   if (setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {

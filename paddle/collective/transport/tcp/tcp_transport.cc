@@ -1,114 +1,27 @@
 // TcpTransport: owns the I/O loop and the channels, and poisons them all on the first failure.
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 
-#include <sched.h>
-
-#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/store/store.h"
-#include "paddle/collective/transport/tcp/socket_address.h"
 #include "paddle/collective/transport/tcp/tcp_channel.h"
 #include "paddle/collective/transport/tcp/tcp_loop.h"
 #include "paddle/collective/transport/tcp/tcp_mesh.h"
 #include "paddle/collective/transport/tcp/tcp_progress.h"
+#include "paddle/collective/transport/tcp/tcp_tuning.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
 
 namespace {
-
-// Note [Busy polling]. Two knobs trade CPU for small-message latency: a Wait() may spin before it
-// sleeps (PADDLE_TCP_WAIT_SPIN_US), and the I/O thread may keep polling after its last event
-// (PADDLE_TCP_BUSY_POLL_US), each saving a futex or epoll wake-up per message. transport_bench on
-// the 2-core development VM (two ranks = four busy threads) measured both as harmful there: the
-// 8-byte ping-pong one-way p50 went from 25 us to 47-52 us with a 20 us spin and to 76-81 us with
-// a 50 us busy poll, since a spinning thread holds the core the peer needs; bandwidth did not
-// change beyond noise. Since a waiter drives the transport (Note [Waiter drives] in
-// tcp_progress.h), its spin polls the sockets itself: with two ranks on two cores the 8-byte p50
-// went from 19 to 9 us with a 1000 us spin, while 3-rank allreduces (three ranks on two cores)
-// became several times slower with any long spin. So both stay off by default; with a spare
-// core per rank they pay, which is why they remain settable. Socket buffers: forcing 4 MiB
-// (PADDLE_SOCKET_BUFFER_BYTES) against kernel autotuning showed no consistent difference within the
-// noise of that machine, so autotuning, which may grow the receive buffer further, is the default.
-struct TcpTuning {
-  absl::Duration wait_spin = absl::Microseconds(0);
-  bool wait_spin_auto = true;  // PADDLE_TCP_WAIT_SPIN_US unset: Note [Automatic spin]
-  absl::Duration busy_poll = absl::Microseconds(0);
-  int socket_buffer_bytes = 0;
-  bool waiter_drives = true;  // Note [Waiter drives] in tcp_progress.h
-};
-
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return fallback;
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(env, &value) || value < 0) {
-    PADDLE_LOG(WARN, NET) << name << "='" << env << "' is not a non-negative integer; using "
-                          << fallback;
-    return fallback;
-  }
-  return value;
-}
-
-TcpTuning TuningFromEnv() {
-  TcpTuning defaults;
-  TcpTuning t;
-  const char* spin = std::getenv("PADDLE_TCP_WAIT_SPIN_US");
-  t.wait_spin_auto = spin == nullptr || *spin == '\0';
-  t.wait_spin = absl::Microseconds(
-      EnvInt("PADDLE_TCP_WAIT_SPIN_US", absl::ToInt64Microseconds(defaults.wait_spin)));
-  t.busy_poll = absl::Microseconds(
-      EnvInt("PADDLE_TCP_BUSY_POLL_US", absl::ToInt64Microseconds(defaults.busy_poll)));
-  t.waiter_drives = EnvInt("PADDLE_TCP_WAITER_READS", defaults.waiter_drives ? 1 : 0) != 0;
-  t.socket_buffer_bytes = static_cast<int>(std::min<int64_t>(
-      EnvInt("PADDLE_SOCKET_BUFFER_BYTES", defaults.socket_buffer_bytes), 1 << 30));
-  return t;
-}
-
-// Note [Automatic spin]. OpenMPI polls without sleeping unless a node runs more ranks than it
-// has cores; we do the same with PADDLE_TCP_WAIT_SPIN_US unset: a driver polls its sockets for
-// kAutoSpin before it sleeps when the ranks on this host (peers that published the same host
-// address, threads-as-ranks included) are no more than the CPUs this process may run on, and
-// never spins otherwise, where a spinning rank would hold the core its peer needs.
-constexpr absl::Duration kAutoSpin = absl::Microseconds(100);
-
-// The host part of a published "host:port" (SocketAddress's own parsing, IPv6 brackets included).
-std::string HostOf(const std::string& address) {
-  absl::StatusOr<SocketAddress> parsed = SocketAddress::Parse(address);
-  return parsed.ok() ? parsed->Host() : address;
-}
-
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-absl::Duration AutomaticSpin(const std::vector<TcpMeshLink>& links, int rank) {
-  const std::string host = HostOf(links[rank].address);
-  int local = 0;
-  for (const TcpMeshLink& link : links) {
-    if (HostOf(link.address) == host) ++local;
-  }
-  const int cpus = UsableCpus();
-  const absl::Duration spin = local <= cpus ? kAutoSpin : absl::ZeroDuration();
-  PADDLE_LOG(DEBUG, NET) << local << " rank(s) on this host (" << host << "), " << cpus
-                         << " usable CPU(s): waiters spin " << spin << " before sleeping";
-  return spin;
-}
 
 class TcpTransport final : public Transport, private TcpChannel::Owner {
  public:
@@ -273,7 +186,12 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportOpt
   mesh.connect_timeout = options.connect_timeout;
   mesh.socket_buffer_bytes = tuning.socket_buffer_bytes;
   ASSIGN_OR_RETURN(std::vector<TcpMeshLink> links, ConnectFullMesh(mesh));
-  if (tuning.wait_spin_auto) tuning.wait_spin = AutomaticSpin(links, options.rank);
+  if (tuning.wait_spin_auto) {
+    std::vector<std::string> addresses;
+    addresses.reserve(links.size());
+    for (const TcpMeshLink& link : links) addresses.push_back(link.address);
+    tuning.wait_spin = AutomaticWaitSpin(addresses, options.rank, UsableCpus());
+  }
   auto transport = std::make_unique<TcpTransport>(options.rank, options.world_size);
   RETURN_IF_ERROR(transport->Start(std::move(links), tuning));
   return std::unique_ptr<Transport>(std::move(transport));

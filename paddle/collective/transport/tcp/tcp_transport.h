@@ -10,10 +10,12 @@
 //   tcp_channel     one peer's link: framing, matching, zero-copy receives, failure
 //   tcp_request     one posted send or receive and its completion
 //   tcp_progress    the progress engine that waiting threads drive (Note [Waiter drives])
+//   tcp_tuning      the knobs below and the automatic wait spin (Note [Automatic spin])
 //
 // Tuning, read from the environment when a transport is created (the defaults are what
-// bench/collective/transport_bench measured best; see Note [Busy polling] in tcp_transport.cc):
-//   PADDLE_TCP_WAIT_SPIN_US      a Wait() polls this long before sleeping
+// bench/collective/transport_bench measured best; see Note [Busy polling] in tcp_tuning.h):
+//   PADDLE_TCP_WAIT_SPIN_US      a Wait() polls this long before sleeping (unset: 100 when the
+//                                ranks on this host fit its CPUs, else 0; Note [Automatic spin])
 //   PADDLE_TCP_BUSY_POLL_US      the I/O thread keeps polling this long after its last event
 //   PADDLE_TCP_WAITER_READS      1 (default): a thread waiting for a send or receive moves the
 //                                data of every socket itself (Note [Waiter drives] in

@@ -1,0 +1,59 @@
+// TcpTuning: the TCP transport's knobs, read from the environment, and the automatic wait spin.
+//
+// Note [Busy polling]. Two knobs trade CPU for small-message latency: a Wait() may spin before it
+// sleeps (PADDLE_TCP_WAIT_SPIN_US), and the I/O thread may keep polling after its last event
+// (PADDLE_TCP_BUSY_POLL_US), each saving a futex or epoll wake-up per message. transport_bench on
+// the 2-core development VM (two ranks = four busy threads) measured both as harmful there while
+// the I/O thread did the reading: the 8-byte ping-pong one-way p50 went from 25 us to 47-52 us
+// with a 20 us spin and to 76-81 us with a 50 us busy poll, since a spinning thread holds the
+// core the peer needs. Since a waiter drives the transport (Note [Waiter drives] in
+// tcp_progress.h), its spin polls the sockets itself: with two ranks on two cores the 8-byte p50
+// went from 19 to 9 us with a 1000 us spin, while 3-rank allreduces (three ranks on two cores)
+// became several times slower with any long spin. Hence the wait spin is chosen per job (Note
+// [Automatic spin]) unless set, and the busy poll stays off unless set. Socket buffers: forcing
+// 4 MiB (PADDLE_SOCKET_BUFFER_BYTES) against kernel autotuning showed no consistent difference
+// within the noise of that machine, so autotuning, which may grow the receive buffer further, is
+// the default.
+//
+// Note [Automatic spin]. OpenMPI polls without sleeping unless a node runs more ranks than it
+// has cores; we do the same with PADDLE_TCP_WAIT_SPIN_US unset: a driver polls its sockets for
+// kAutoWaitSpin before it sleeps when the ranks on this host (peers that published the same host
+// address, threads-as-ranks included) are no more than the CPUs this process may run on, and
+// never spins otherwise, where a spinning rank would hold the core its peer needs.
+#ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_TUNING_H_
+#define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_TUNING_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace paddle {
+
+struct TcpTuning {
+  absl::Duration wait_spin = absl::Microseconds(0);
+  bool wait_spin_auto = true;  // PADDLE_TCP_WAIT_SPIN_US unset: Note [Automatic spin]
+  absl::Duration busy_poll = absl::Microseconds(0);
+  int socket_buffer_bytes = 0;
+  bool waiter_drives = true;  // Note [Waiter drives] in tcp_progress.h
+};
+
+// The spin of Note [Automatic spin] when the ranks on the host fit its CPUs.
+inline constexpr absl::Duration kAutoWaitSpin = absl::Microseconds(100);
+
+// PADDLE_TCP_WAIT_SPIN_US, PADDLE_TCP_BUSY_POLL_US, PADDLE_TCP_WAITER_READS and
+// PADDLE_SOCKET_BUFFER_BYTES; a value that is not a non-negative integer is warned about and
+// replaced by the default.
+TcpTuning TuningFromEnv();
+
+// The CPUs this process may run on (its affinity mask).
+int UsableCpus();
+
+// Note [Automatic spin]: `addresses` are the "host:port" every rank published (IPv6 in
+// brackets), `rank` this rank's index in them.
+absl::Duration AutomaticWaitSpin(absl::Span<const std::string> addresses, int rank,
+                                 int usable_cpus);
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_TUNING_H_
