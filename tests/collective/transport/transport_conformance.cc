@@ -226,15 +226,19 @@ int RunExchangeWorker(int port, int rank, int world, const std::string& mode,
     return 2;
   }
   Transport& t = **transport;
-  std::vector<std::vector<char>> got(world, std::vector<char>(bytes));
-  const int rounds = mode == "until_failure" ? 100000 : 3;
+  const bool until_failure = mode == "until_failure" || mode == "flood";
+  const int depth = mode == "flood" ? 4 : 1;  // messages each way per peer and round
+  std::vector<std::vector<char>> got(world * depth, std::vector<char>(bytes));
+  const std::vector<char> out[2] = {Payload(rank, 0, bytes), Payload(rank, 1, bytes)};
+  const int rounds = until_failure ? 100000 : 3;
   for (int round = 0; round < rounds; ++round) {
     std::vector<std::unique_ptr<TransportRequest>> requests;
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
-      requests.push_back(t.channel(peer).Recv(got[peer].data(), bytes, round));
-      requests.push_back(
-          t.channel(peer).Send(Payload(rank, round % 2, bytes).data(), bytes, round));
+      for (int k = 0; k < depth; ++k) {
+        requests.push_back(t.channel(peer).Recv(got[peer * depth + k].data(), bytes, round));
+        requests.push_back(t.channel(peer).Send(out[round % 2].data(), bytes, round));
+      }
     }
     for (auto& request : requests) {
       absl::Status status = request->Wait(Deadline::After(absl::Seconds(60)));
@@ -245,13 +249,15 @@ int RunExchangeWorker(int port, int rank, int world, const std::string& mode,
     }
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
-      std::string bad = Mismatch(got[peer], peer, round % 2);
-      if (!bad.empty()) {
-        std::printf("WORKER_ERROR %s\n", bad.c_str());
-        return 4;
+      for (int k = 0; k < depth; ++k) {
+        std::string bad = Mismatch(got[peer * depth + k], peer, round % 2);
+        if (!bad.empty()) {
+          std::printf("WORKER_ERROR %s\n", bad.c_str());
+          return 4;
+        }
       }
     }
-    if (round == 2 && mode == "until_failure") {
+    if (round == 2 && until_failure) {
       absl::Status s = shared->Set(absl::StrCat("round2/", rank), "1");
       if (!s.ok()) return 5;
     }

@@ -59,12 +59,13 @@ std::unique_ptr<TcpStoreServer> StartLoopbackStoreServer();
 std::vector<WorkerProcess> StartExchangeWorkers(const char* flag, int world, int port,
                                                 const std::string& mode);
 
-// The body of one worker process (`mode` "exchange" or "until_failure"): joins the store at
-// 127.0.0.1:`port`, makes its transport with `factory` (keys under `store_prefix`), then
+// The body of one worker process (`mode` "exchange", "until_failure" or "flood"): joins the store
+// at 127.0.0.1:`port`, makes its transport with `factory` (keys under `store_prefix`), then
 // exchanges a message of `bytes` with every peer per round, checking every byte. "exchange": three
 // rounds, then a store barrier ("done") and exit 0 with "WORKER_OK". "until_failure": rounds until
 // a request fails, publishing round2/<rank> after round 2; prints "WORKER_FAILED rank=R round=K:
-// <status>" and exits 3. Other exits: 2 set-up, 4 a wrong byte, 5 the store, 6 the barrier.
+// <status>" and exits 3. "flood": as "until_failure" with four messages each way per peer and
+// round in flight at once. Other exits: 2 set-up, 4 a wrong byte, 5 the store, 6 the barrier.
 int RunExchangeWorker(int port, int rank, int world, const std::string& mode,
                       const TransportFactory& factory, size_t bytes,
                       const std::string& store_prefix);

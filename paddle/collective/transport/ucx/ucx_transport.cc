@@ -121,16 +121,45 @@ UcxTransport::~UcxTransport() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
+// Note [UCX zero-copy over TCP]. UCX 1.13.1 (Debian 12's) completes a zero-copy send twice when
+// its tcp transport finds the peer gone while writing it: uct_tcp_ep_sendv's error path purges
+// the endpoint, which completes the send's uct_completion_t, and then completes it again, so the
+// survivor aborts inside ucp_worker_progress ("uct_iface.h:884 Assertion `comp->count > 0'
+// failed ... status=-80") instead of failing its requests. It needs the peer to die while a
+// zero-copy send to it is in flight, and CI hit it in a run of the killed-process test. With our
+// UCP_ERR_HANDLING_MODE_PEER endpoints tcp carries rendezvous data as zero-copy active messages
+// (no RMA lane), and eager messages from about 8 KiB up zero-copy too, so the setting that avoids
+// the path is UCX_ZCOPY_THRESH=inf: every send is copied into UCX's buffers first. A standalone
+// reproduction (two processes streaming 8 MiB messages both ways over UCX_TLS=tcp, one killed at
+// a random moment) aborted in 6 to 7 of 15 to 30 kills with UCX's defaults and in 0 of 80 with
+// it; UCX_KEEPALIVE_INTERVAL=inf, UCX_TCP_PUT_ENABLE=n, UCX_RNDV_THRESH=inf or UCX_TCP_MAX_IOV
+// did not help. The cost is a copy on the sender, and with tcp's 8 KiB segments it was large:
+// 64 MiB one way (ucx_transport_test --ucx_bench) went from 1.5-3.1 to 0.7-1.0 GB/s. With
+// 256 KiB segments (UCX_TCP_TX_SEG_SIZE, UCX_TCP_RX_SEG_SIZE; 64 KiB and 1 MiB measured lower) it
+// measured 1.8-2.8 GB/s against 1.7-2.7 for zero-copy in interleaved runs. A user on a UCX
+// without this bug may set UCX_ZCOPY_THRESH=auto (UCX's default) back.
 absl::Status UcxTransport::CreateContext() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Context().Wrap(absl::InternalError("eventfd() failed"));
   ucp_config_t* config = nullptr;
   UCX_RETURN_IF_ERROR(ucp_config_read(nullptr, nullptr, &config),
                       "reading the UCX configuration (UCX_* environment variables)");
-  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
-    ucs_status_t modified = ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
+  // UCX defaults we change, each only when its variable is unset (ucx_transport.h).
+  struct Override {
+    const char* env;
+    const char* name;
+    const char* value;
+  };
+  for (const Override& o : {Override{"UCX_KEEPALIVE_INTERVAL", "KEEPALIVE_INTERVAL", "1s"},
+                            // Note [UCX zero-copy over TCP]
+                            Override{"UCX_ZCOPY_THRESH", "ZCOPY_THRESH", "inf"},
+                            Override{"UCX_TCP_TX_SEG_SIZE", "TX_SEG_SIZE", "256k"},
+                            Override{"UCX_TCP_RX_SEG_SIZE", "RX_SEG_SIZE", "256k"}}) {
+    if (std::getenv(o.env) != nullptr) continue;
+    ucs_status_t modified = ucp_config_modify(config, o.name, o.value);
     if (modified != UCS_OK) {
-      PADDLE_LOG(WARN, NET) << UcxError(modified, "ucp_config_modify", "setting the keepalive");
+      PADDLE_LOG(WARN, NET) << UcxError(modified, "ucp_config_modify",
+                                        absl::StrCat("setting ", o.name, "=", o.value));
     }
   }
   ucp_params_t params{};

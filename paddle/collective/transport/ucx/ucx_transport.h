@@ -21,10 +21,15 @@
 // posix: "no peer failure handler") for endpoints with UCP_ERR_HANDLING_MODE_PEER, which we need
 // so a dead peer fails requests instead of hanging them: by default UCX therefore carries
 // messages over tcp (with cma for large ones where it picks it), and UCX_TLS=sm,cma alone fails
-// at connect with "Destination is unreachable". The transport changes one UCX default, and only
-// when the variable is unset:
+// at connect with "Destination is unreachable". The transport changes four UCX defaults, each only
+// when its variable is unset:
 //   UCX_KEEPALIVE_INTERVAL=1s   (UCX's default, 20 s, would let a killed peer on a shared-memory
 //                                link go unnoticed for that long)
+//   UCX_ZCOPY_THRESH=inf        (UCX 1.13's tcp transport aborts the survivor when a peer dies
+//                                during a zero-copy send: Note [UCX zero-copy over TCP] in
+//                                ucx_transport.cc)
+//   UCX_TCP_TX_SEG_SIZE=256k, UCX_TCP_RX_SEG_SIZE=256k  (tcp's 8 KiB segments made those copied
+//                                sends 2-3x slower; same Note)
 // TransportOptions.interface_name is not used: UCX_NET_DEVICES chooses the devices.
 // Own tuning, read when a transport is created:
 //   PADDLE_UCX_WAIT_SPIN_US     a Wait() keeps progressing this long after the last event before
