@@ -8,9 +8,9 @@
 //     2. receive piece q of block (r-2-s) from the left into scratch and reduce it into `data`.
 //   After step n-2 block (r-2-(n-2)) = r holds every rank's contribution: rank r owns block r.
 //   For kAvg, rank r then divides block r by n.
-// Pipelining: the (step, piece) items run in order through two scratch slots. Before reducing
-// item i the receive of item i+1 is already posted into the other slot, so the next piece is on
-// the wire while this one is reduced; up to kPipelineSends sends are in flight. Sends read blocks
+// Pipelining: the (step, piece) items run in order through two scratch slots. Before waiting for
+// item i the receive of item i+1 is posted into the other slot (free: item i-1 is reduced), so
+// the next piece is on the wire, and lands in place, while this one is reduced; up to kPipelineSends sends are in flight. Sends read blocks
 // that no later step writes, so they may complete late; all are waited before returning.
 // Bytes on the wire per rank: sends every block but its own (total - counts[r]), receives every
 // block but its left neighbour's (total - counts[r-1]): (n-1)/n of the buffer each way when the
@@ -71,8 +71,10 @@ absl::Status RingReduceScatter(const AlgorithmContext& ctx, void* data,
       RETURN_IF_ERROR(
           sends.Add(ctx.Send(right, base + ByteOffset(out.offset, dtype),
                              ByteOffset(out.count, dtype), static_cast<uint32_t>(s), kWhat)));
-      RETURN_IF_ERROR(ctx.Wait(recvs[i % 2]));
+      // The other slot's item (i-1) is reduced already: post the next receive into it before
+      // waiting, so a piece that arrives early lands in place instead of being buffered.
       if (i + 1 < items) post_recv(i + 1);
+      RETURN_IF_ERROR(ctx.Wait(recvs[i % 2]));
       const ElementRange in = piece(ModRank(r - 2 - s, n), q);
       const absl::Status reduced = Reduce(base + ByteOffset(in.offset, dtype),
                                           scratch + (i % 2) * slot_bytes, in.count, dtype, op);
