@@ -131,13 +131,14 @@ UcxTransport::~UcxTransport() {
 // (no RMA lane), and eager messages from about 8 KiB up zero-copy too, so the setting that avoids
 // the path is UCX_ZCOPY_THRESH=inf: every send is copied into UCX's buffers first. A standalone
 // reproduction (two processes streaming 8 MiB messages both ways over UCX_TLS=tcp, one killed at
-// a random moment) aborted in 6 to 7 of 15 to 30 kills with UCX's defaults and in 0 of 80 with
-// it; UCX_KEEPALIVE_INTERVAL=inf, UCX_TCP_PUT_ENABLE=n, UCX_RNDV_THRESH=inf or UCX_TCP_MAX_IOV
-// did not help. The cost is a copy on the sender, and with tcp's 8 KiB segments it was large:
-// 64 MiB one way (ucx_transport_test --ucx_bench) went from 1.5-3.1 to 0.7-1.0 GB/s. With
-// 256 KiB segments (UCX_TCP_TX_SEG_SIZE, UCX_TCP_RX_SEG_SIZE; 64 KiB and 1 MiB measured lower) it
-// measured 1.8-2.8 GB/s against 1.7-2.7 for zero-copy in interleaved runs. A user on a UCX
-// without this bug may set UCX_ZCOPY_THRESH=auto (UCX's default) back.
+// a random moment) aborted in 6 to 7 of 15 to 30 kills with UCX's defaults and in none of 105
+// with it (25 of them with the segments below too); UCX_KEEPALIVE_INTERVAL=inf,
+// UCX_TCP_PUT_ENABLE=n, UCX_RNDV_THRESH=inf or UCX_TCP_MAX_IOV did not help. The cost is a copy on
+// the sender, and with tcp's 8 KiB segments it was large: 64 MiB one way (ucx_transport_test
+// --ucx_bench) went from 1.5-3.1 to 0.7-1.0 GB/s. With 256 KiB segments (UCX_TCP_TX_SEG_SIZE,
+// UCX_TCP_RX_SEG_SIZE; 64 KiB and 1 MiB measured lower) it measured 1.8-3.5 GB/s against 1.5-3.1
+// for zero-copy in interleaved runs. A user on a UCX without this bug may set
+// UCX_ZCOPY_THRESH=auto (UCX's default) back.
 absl::Status UcxTransport::CreateContext() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Context().Wrap(absl::InternalError("eventfd() failed"));
