@@ -10,8 +10,9 @@
 //   For kAvg, rank r then divides block r by n.
 // Pipelining: the (step, piece) items run in order through two scratch slots. Before waiting for
 // item i the receive of item i+1 is posted into the other slot (free: item i-1 is reduced), so
-// the next piece is on the wire, and lands in place, while this one is reduced; up to kPipelineSends sends are in flight. Sends read blocks
-// that no later step writes, so they may complete late; all are waited before returning.
+// the next piece is on the wire, and lands in place, while this one is reduced; up to
+// kPipelineSends sends are in flight. Sends read blocks that no later step writes, so they may
+// complete late; all are waited before returning.
 // Bytes on the wire per rank: sends every block but its own (total - counts[r]), receives every
 // block but its left neighbour's (total - counts[r-1]): (n-1)/n of the buffer each way when the
 // counts are equal, in n-1 steps.
