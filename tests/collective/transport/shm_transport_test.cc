@@ -32,6 +32,7 @@
 #include "paddle/core/logging.h"
 #include "tests/collective/transport/transport_conformance.h"
 #include "tests/collective/transport/transport_test_harness.h"
+#include "tests/testing/scoped_env.h"
 
 namespace paddle {
 namespace {
@@ -48,13 +49,6 @@ constexpr size_t kLargeBytes = 64 << 20;
 void RunRanks(int world, const std::function<void(RankContext&)>& body) {
   RunRankThreads(world, CreateShmTransport, body);
 }
-
-// Sets PADDLE_SHM_CMA for the transports created in its scope (ranks as threads share it).
-class ScopedCma {
- public:
-  explicit ScopedCma(bool enabled) { setenv("PADDLE_SHM_CMA", enabled ? "1" : "0", 1); }
-  ~ScopedCma() { unsetenv("PADDLE_SHM_CMA"); }
-};
 
 // ---- Data path, every world size ---------------------------------------------------------------
 
@@ -108,7 +102,7 @@ void ExchangeEverySize(int world) {
 TEST_P(ShmTransportWorldTest, EveryPairExchangesEverySizeExactly) { ExchangeEverySize(GetParam()); }
 
 TEST(ShmTransportTest, EveryPairExchangesEverySizeWithoutCma) {
-  ScopedCma off(false);
+  ScopedEnv off("PADDLE_SHM_CMA", "0");  // for the transports made in this scope
   ExchangeEverySize(3);
 }
 
@@ -122,7 +116,7 @@ void ExpectOneTagInOrder() {
 TEST(ShmTransportTest, MessagesWithOneTagArriveInOrder) { ExpectOneTagInOrder(); }
 
 TEST(ShmTransportTest, MessagesWithOneTagArriveInOrderWithoutCma) {
-  ScopedCma off(false);
+  ScopedEnv off("PADDLE_SHM_CMA", "0");  // for the transports made in this scope
   ExpectOneTagInOrder();
 }
 
@@ -160,12 +154,12 @@ TEST(ShmTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
 }
 
 TEST(ShmTransportTest, UnexpectedLargeMessagesReuseBuffersWithCma) {
-  ScopedCma on(true);
+  ScopedEnv on("PADDLE_SHM_CMA", "1");
   ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
 }
 
 TEST(ShmTransportTest, UnexpectedLargeMessagesReuseBuffersWithoutCma) {
-  ScopedCma off(false);
+  ScopedEnv off("PADDLE_SHM_CMA", "0");  // for the transports made in this scope
   ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
 }
 

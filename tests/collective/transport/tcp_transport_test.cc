@@ -82,9 +82,10 @@ TEST(SocketAddressTest, SelectsInterfaceLiteralOrNamesTheAvailableOnes) {
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "nosuchif9")) << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "lo (127.0.0.1")) << missing.status();
   // With no name, PADDLE_SOCKET_IFNAME decides.
-  setenv("PADDLE_SOCKET_IFNAME", "nosuchif8", 1);
-  absl::StatusOr<SocketAddress> from_env = SelectListenAddress("");
-  unsetenv("PADDLE_SOCKET_IFNAME");
+  absl::StatusOr<SocketAddress> from_env = [] {
+    ScopedEnv ifname("PADDLE_SOCKET_IFNAME", "nosuchif8");
+    return SelectListenAddress("");
+  }();
   ASSERT_FALSE(from_env.ok());
   EXPECT_TRUE(absl::StrContains(from_env.status().message(), "PADDLE_SOCKET_IFNAME"));
   // Otherwise some address of this host that can be bound.
