@@ -16,6 +16,19 @@
 // log2(n) times. The thresholds below are where those terms cross for alpha ~ 20-50 us and
 // beta ~ 1/(1-2 GB/s) (TCP on loopback or a 10-25 Gb/s link); measure and adjust the rows for
 // other fabrics. World size 1 never sends anything, whatever the row.
+//
+// That model assumes a rank runs whenever its bytes arrive. When ranks outnumber the cores of
+// their host (AllreduceTable::kSharedCores, chosen by the communicator's rank 0) a wait for a
+// rank that is not running is a futex sleep and a context switch. The ring chains every rank to
+// its predecessor for every piece; halving-doubling pairs ranks off and finishes one segment
+// (p2 pieces, 1 MiB at n=4) before the next, which then stays in cache. TCP on the 2-core
+// development VM, 256 KiB pieces, medians of 6 interleaved runs, us: n=4 halving-doubling against
+// the ring 8 MiB 8,806 vs 17,376, 64 MiB 66,264 vs 144,407 (with 1 MiB pieces, the previous
+// automatic size there, the ring took 13,966 and 102,632); n=8 64 MiB 224k vs 328k (1 MiB ring
+// 268k); n=2 equal (2 ranks, 2 cores). So shared cores give power-of-two groups halving-doubling
+// at every size above the tree's. Other world sizes keep the ring: at n=3 it stayed ahead of the
+// fold (64 MiB 56k vs 61k), while n=6 favoured halving-doubling (150k vs 206k) in one
+// measurement, too little to set a rule by.
 #include "paddle/collective/algorithms/algorithm_selector.h"
 
 #include <cstdlib>
@@ -47,6 +60,12 @@ constexpr TableRow kAllreduceTable[] = {
     {int64_t{32} << 10, Algorithm::kTree, Algorithm::kTree},
     {int64_t{4} << 20, Algorithm::kHalvingDoubling, Algorithm::kRing},
     {kUnlimited, Algorithm::kRing, Algorithm::kRing},
+};
+
+// AllreduceTable::kSharedCores: halving-doubling from 32 KiB up on power-of-two groups.
+constexpr TableRow kSharedCoresAllreduceTable[] = {
+    {int64_t{32} << 10, Algorithm::kTree, Algorithm::kTree},
+    {kUnlimited, Algorithm::kHalvingDoubling, Algorithm::kRing},
 };
 
 constexpr TableRow kBroadcastTable[] = {
@@ -103,6 +122,18 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
       "(halving-doubling)"));
 }
 
+absl::string_view AllreduceTableName(AllreduceTable table) {
+  return table == AllreduceTable::kSharedCores ? "shared_cores" : "core_per_rank";
+}
+
+absl::StatusOr<AllreduceTable> ParseAllreduceTable(absl::string_view name) {
+  for (AllreduceTable table : {AllreduceTable::kCorePerRank, AllreduceTable::kSharedCores}) {
+    if (name == AllreduceTableName(table)) return table;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown allreduce table \"", name,
+                                                 "\"; expected core_per_rank or shared_cores"));
+}
+
 absl::StatusOr<AlgorithmSelector> AlgorithmSelector::FromEnvironment() {
   const char* value = std::getenv(kAlgorithmEnvVar);
   if (value == nullptr || absl::StripAsciiWhitespace(value).empty()) return AlgorithmSelector();
@@ -117,7 +148,9 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::FromEnvironment() {
 
 Algorithm AlgorithmSelector::ForAllreduce(int64_t bytes, int world_size) const {
   if (forced_.has_value()) return *forced_;
-  return Lookup(kAllreduceTable, bytes, world_size);
+  return table_ == AllreduceTable::kSharedCores
+             ? Lookup(kSharedCoresAllreduceTable, bytes, world_size)
+             : Lookup(kAllreduceTable, bytes, world_size);
 }
 
 Algorithm AlgorithmSelector::ForBroadcast(int64_t bytes, int world_size) const {

@@ -43,10 +43,24 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
 // The environment variable that forces an algorithm.
 inline constexpr char kAlgorithmEnvVar[] = "PADDLE_ALGO";
 
+// Which allreduce table applies (Note [Algorithm table]): every rank of a group must use the same
+// one, so the communicator's rank 0 chooses it from its own host and publishes it.
+enum class AllreduceTable {
+  kCorePerRank,  // each rank has a core: the pipelined ring for large buffers
+  kSharedCores,  // ranks outnumber their host's cores: halving-doubling on power-of-two groups
+};
+
+// "core_per_rank", "shared_cores".
+absl::string_view AllreduceTableName(AllreduceTable table);
+// Accepts the names above; anything else is kInvalidArgument.
+absl::StatusOr<AllreduceTable> ParseAllreduceTable(absl::string_view name);
+
 class AlgorithmSelector {
  public:
-  // Follows the table.
+  // Follows the table for ranks that each have a core.
   AlgorithmSelector() = default;
+  // Follows `table`.
+  explicit AlgorithmSelector(AllreduceTable table) : table_(table) {}
   // Uses `forced` for every allreduce; for broadcast, kRing is the chain and kTree and
   // kHalvingDoubling are the binomial tree (a broadcast has nothing to halve).
   explicit AlgorithmSelector(Algorithm forced) : forced_(forced) {}
@@ -56,6 +70,7 @@ class AlgorithmSelector {
   static absl::StatusOr<AlgorithmSelector> FromEnvironment();
 
   absl::optional<Algorithm> forced() const { return forced_; }
+  AllreduceTable table() const { return table_; }
 
   // The algorithm for `bytes` (the whole buffer) on `world_size` ranks.
   Algorithm ForAllreduce(int64_t bytes, int world_size) const;
@@ -69,6 +84,7 @@ class AlgorithmSelector {
 
  private:
   absl::optional<Algorithm> forced_;
+  AllreduceTable table_ = AllreduceTable::kCorePerRank;
 };
 
 }  // namespace paddle

@@ -32,6 +32,38 @@ TEST(AlgorithmSelectorTest, TableBySizeAndWorldSize) {
   EXPECT_EQ(table.ForBroadcast(int64_t{64} << 20, 8), Algorithm::kRing);
 }
 
+// Ranks sharing cores: halving-doubling above the tree on power-of-two groups, the ring on others.
+TEST(AlgorithmSelectorTest, SharedCoresTable) {
+  const AlgorithmSelector table(AllreduceTable::kSharedCores);
+  EXPECT_EQ(table.table(), AllreduceTable::kSharedCores);
+  EXPECT_EQ(AlgorithmSelector().table(), AllreduceTable::kCorePerRank);
+  EXPECT_EQ(table.ForAllreduce(4096, 4), Algorithm::kTree);
+  EXPECT_EQ(table.ForAllreduce(32 << 10, 4), Algorithm::kTree);
+  for (int64_t bytes :
+       {(int64_t{32} << 10) + 4, int64_t{4} << 20, int64_t{64} << 20, int64_t{1} << 40}) {
+    for (int n : {2, 4, 8, 16}) {
+      EXPECT_EQ(table.ForAllreduce(bytes, n), Algorithm::kHalvingDoubling) << bytes << " " << n;
+    }
+    for (int n : {3, 5, 6, 7}) {
+      EXPECT_EQ(table.ForAllreduce(bytes, n), Algorithm::kRing) << bytes << " " << n;
+    }
+  }
+  // Broadcast has one table.
+  EXPECT_EQ(table.ForBroadcast(int64_t{64} << 20, 8), Algorithm::kRing);
+  EXPECT_EQ(table.ForBroadcast(100, 8), Algorithm::kTree);
+}
+
+TEST(AlgorithmSelectorTest, TableNamesRoundTrip) {
+  for (AllreduceTable t : {AllreduceTable::kCorePerRank, AllreduceTable::kSharedCores}) {
+    absl::StatusOr<AllreduceTable> parsed = ParseAllreduceTable(AllreduceTableName(t));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, t);
+  }
+  absl::StatusOr<AllreduceTable> bad = ParseAllreduceTable("fastest");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"fastest\""), std::string::npos) << bad.status();
+}
+
 TEST(AlgorithmSelectorTest, ForcedAlgorithmWinsOverTheTable) {
   const AlgorithmSelector hd(Algorithm::kHalvingDoubling);
   EXPECT_EQ(hd.ForAllreduce(4, 8), Algorithm::kHalvingDoubling);

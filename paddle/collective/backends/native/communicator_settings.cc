@@ -81,14 +81,20 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
 // Every round of the node workspace and every piece of a pipelined algorithm ends in waits for
 // peers. With a core per rank those waits are short spins, and small pieces (256 KiB) and slots
 // (512 KiB) pipeline best. With more ranks than cores, a wait for a rank that is not running is a
-// futex sleep and a context switch, so the number of rounds decides: on the 2-core development
-// VM, 4 ranks allreducing 64 MiB made 1,330 context switches per call with 512 KiB slots and 470
-// with 2 MiB ones, and took 26-30 ms instead of ~21 ms; over TCP, 1 MiB pieces gave 0.75-0.94
-// GB/s busbw at 8-64 MiB where 256 KiB gave 0.57-0.69 (2 MiB and 4 MiB were slower again).
-// Slots grow only while the slots of all local ranks stay within ~16 MiB (two buffers of
-// 8 MiB / local_size each, 512 KiB to 2 MiB), since larger ones left the cache and lost again
-// (4 MiB slots at 4 ranks: 29 ms). Rank 0 decides for everyone, because pieces must be cut
-// alike on every rank and hosts may differ in cores.
+// futex sleep and a context switch, so the node workspace takes fewer, larger rounds: on the
+// 2-core development VM, 4 ranks allreducing 64 MiB made 1,330 context switches per call with
+// 512 KiB slots and 470 with 2 MiB ones, and took 26-30 ms instead of ~21 ms. Slots grow only
+// while the slots of all local ranks stay within ~16 MiB (two buffers of 8 MiB / local_size
+// each, 512 KiB to 2 MiB), since larger ones left the cache and lost again (4 MiB slots at
+// 4 ranks: 29 ms).
+// Pieces stay at 256 KiB. The first engine, whose loop thread did the reading, gained from
+// 1 MiB pieces here; with waiters driving their own sockets 1 MiB lost everywhere it was
+// measured over TCP (medians of 5-10 interleaved runs, us): n=3 ring 8 MiB 7.1k with 256 KiB
+// vs 9.8k with 1 MiB, 64 MiB 56k vs 68k; n=4 halving-doubling 8 MiB 8.8k vs 13.4k, 64 MiB 66k vs
+// 101k. What gains there is the algorithm: shared cores get their own allreduce table
+// (AllreduceTable::kSharedCores, Note [Algorithm table]). Rank 0 decides for everyone, because
+// pieces must be cut alike and algorithms chosen alike on every rank, and hosts may differ in
+// cores.
 namespace {
 
 constexpr size_t kOversubscribedSlotBudget = size_t{8} << 20;
@@ -96,40 +102,55 @@ constexpr size_t kMaxAutomaticSlotBytes = size_t{2} << 20;
 
 }  // namespace
 
-BlockSizes AutomaticSizes(int local_size, int cores) {
-  if (local_size <= cores) return {kDefaultPieceBytes, kDefaultSlotBytes};
+HostTuning AutomaticTuning(int local_size, int cores) {
+  if (local_size <= cores) {
+    return {kDefaultPieceBytes, kDefaultSlotBytes, AllreduceTable::kCorePerRank};
+  }
   const size_t per_rank = kOversubscribedSlotBudget / static_cast<size_t>(local_size) / 4096 * 4096;
-  return {kOversubscribedPieceBytes,
-          std::clamp(per_rank, kDefaultSlotBytes, kMaxAutomaticSlotBytes)};
+  return {kDefaultPieceBytes, std::clamp(per_rank, kDefaultSlotBytes, kMaxAutomaticSlotBytes),
+          AllreduceTable::kSharedCores};
 }
 
-absl::Status AgreeOnSizes(Store* store, const std::string& key, int rank, int world_size,
-                          int local_size, absl::Duration timeout, Settings* settings) {
+absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int world_size,
+                           int local_size, absl::Duration timeout, Settings* settings) {
+  const bool table_automatic = !settings->selector.forced().has_value();
   if (rank == 0 || world_size == 1) {
-    const BlockSizes automatic = AutomaticSizes(local_size, CoresAvailable());
+    const HostTuning automatic = AutomaticTuning(local_size, CoresAvailable());
     if (settings->piece_bytes == 0) settings->piece_bytes = automatic.piece_bytes;
     if (settings->slot_bytes == 0) settings->slot_bytes = automatic.slot_bytes;
+    if (table_automatic) settings->selector = AlgorithmSelector(automatic.allreduce_table);
     if (world_size == 1) return absl::OkStatus();
-    // Published even when the user set both: a rank left on "auto" by a mismatched environment
-    // then still finds the key, and the settings check names the difference.
-    return Annotate(store->Set(key, absl::StrCat("piece_bytes=", settings->piece_bytes,
-                                                 " slot_bytes=", settings->slot_bytes)),
-                    "publishing the piece and slot sizes");
+    // Published even when the user set everything: a rank left on "auto" by a mismatched
+    // environment then still finds the key, and the settings check names the difference.
+    return Annotate(
+        store->Set(key, absl::StrCat("piece_bytes=", settings->piece_bytes,
+                                     " slot_bytes=", settings->slot_bytes, " allreduce_table=",
+                                     AllreduceTableName(settings->selector.table()))),
+        "publishing the piece and slot sizes and the allreduce table");
   }
-  if (settings->piece_bytes != 0 && settings->slot_bytes != 0) return absl::OkStatus();
+  if (settings->piece_bytes != 0 && settings->slot_bytes != 0 && !table_automatic) {
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::string> published = store->Get(key, timeout);
   if (!published.ok()) {
-    return Annotate(published.status(), "reading rank 0's piece and slot sizes");
+    return Annotate(published.status(),
+                    "reading rank 0's piece and slot sizes and allreduce table");
   }
-  BlockSizes sizes;
-  if (std::sscanf(published->c_str(), "piece_bytes=%zu slot_bytes=%zu", &sizes.piece_bytes,
-                  &sizes.slot_bytes) != 2 ||
-      sizes.piece_bytes == 0 || sizes.slot_bytes == 0) {
+  HostTuning tuning;
+  char table_name[32] = {0};
+  absl::StatusOr<AllreduceTable> table = absl::InvalidArgumentError("missing");
+  if (std::sscanf(published->c_str(), "piece_bytes=%zu slot_bytes=%zu allreduce_table=%31s",
+                  &tuning.piece_bytes, &tuning.slot_bytes, table_name) == 3) {
+    table = ParseAllreduceTable(table_name);
+  }
+  if (!table.ok() || tuning.piece_bytes == 0 || tuning.slot_bytes == 0) {
     return absl::InternalError(absl::StrCat("rank 0 published \"", *published, "\" under ", key,
-                                            " instead of piece and slot sizes"));
+                                            " instead of piece and slot sizes and an allreduce "
+                                            "table"));
   }
-  if (settings->piece_bytes == 0) settings->piece_bytes = sizes.piece_bytes;
-  if (settings->slot_bytes == 0) settings->slot_bytes = sizes.slot_bytes;
+  if (settings->piece_bytes == 0) settings->piece_bytes = tuning.piece_bytes;
+  if (settings->slot_bytes == 0) settings->slot_bytes = tuning.slot_bytes;
+  if (table_automatic) settings->selector = AlgorithmSelector(*table);
   return absl::OkStatus();
 }
 

@@ -29,7 +29,7 @@ struct Settings {
   AlgorithmSelector selector;
   bool debug_checks = false;
   // Piece size of the pipelined and segmented algorithms and slot size of the node workspace;
-  // 0 ("auto") until AgreeOnSizes fills them in (Note [Sizes when ranks outnumber cores]).
+  // 0 ("auto") until AgreeOnTuning fills them in (Note [Sizes when ranks outnumber cores]).
   size_t piece_bytes = 0;
   size_t slot_bytes = 0;
 
@@ -47,25 +47,24 @@ struct Settings {
   }
 };
 
-// Piece size for ranks that outnumber their host's cores (Note [Sizes when ranks outnumber
-// cores]); kDefaultPieceBytes otherwise.
-inline constexpr size_t kOversubscribedPieceBytes = size_t{1} << 20;
-
-struct BlockSizes {
+// What rank 0 chooses for its group from its own host (Note [Sizes when ranks outnumber cores]
+// in the .cc): piece and slot sizes and the allreduce table.
+struct HostTuning {
   size_t piece_bytes = 0;
   size_t slot_bytes = 0;
+  AllreduceTable allreduce_table = AllreduceTable::kCorePerRank;
 };
 
-// The automatic piece and slot sizes for `local_size` ranks on a host whose ranks may use
-// `cores` cores.
-BlockSizes AutomaticSizes(int local_size, int cores);
+// The automatic choice for `local_size` ranks on a host whose ranks may use `cores` cores.
+HostTuning AutomaticTuning(int local_size, int cores);
 
-// Fills in the sizes `settings` leaves automatic: rank 0 chooses them (AutomaticSizes for its
-// host's local size and its cores) and publishes its sizes under `key`; the other ranks read them
-// when they have sizes to fill in, so every rank cuts messages alike even when hosts differ.
-// Errors name the key; a missing key fails after `timeout`.
-absl::Status AgreeOnSizes(Store* store, const std::string& key, int rank, int world_size,
-                          int local_size, absl::Duration timeout, Settings* settings);
+// Fills in what `settings` leaves automatic (piece and slot sizes; the allreduce table unless an
+// algorithm is forced): rank 0 chooses (AutomaticTuning for its host's local size and its cores)
+// and publishes its choice under `key`; the other ranks read it, so every rank cuts messages and
+// picks algorithms alike even when hosts differ. Errors name the key; a missing key fails after
+// `timeout`.
+absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int world_size,
+                           int local_size, absl::Duration timeout, Settings* settings);
 
 // From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES and
 // PADDLE_SHM_SLOT_BYTES; kInvalidArgument naming the option or variable that is wrong.

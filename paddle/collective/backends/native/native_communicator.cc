@@ -675,8 +675,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
                     options.connect_timeout);
   if (!topology.ok()) return Annotate(topology.status(), where);
   RETURN_IF_ERROR(Annotate(
-      AgreeOnSizes(options.store.get(), absl::StrCat(options.store_prefix, "/sizes"), options.rank,
-                   options.world_size, topology->local_size, options.connect_timeout, &*settings),
+      AgreeOnTuning(options.store.get(), absl::StrCat(options.store_prefix, "/sizes"), options.rank,
+                    options.world_size, topology->local_size, options.connect_timeout, &*settings),
       where));
 
   TransportOptions transport_options;
