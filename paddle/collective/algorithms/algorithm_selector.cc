@@ -8,14 +8,23 @@
 //              ring                       2 (n-1) alpha + 2 (n-1)/n N beta, pipelined in pieces
 //   broadcast  tree (binomial)            log2(n) (alpha + N beta)
 //              ring (chain, P pieces)     (n - 2 + P) (alpha + N/P beta)
-// Small buffers are all latency: recursive doubling has the fewest rounds. Medium buffers pay
-// for bytes too: halving-doubling moves the ring's minimum bytes in log2(n) rounds, but when n is
-// not a power of two its fold sends the whole buffer twice more on the folded pairs, so there the
-// ring wins. Large buffers: the ring, whose pieces keep every link and the reduction busy at once.
-// A broadcast of more than a few pieces runs as a chain: the root sends N once instead of
-// log2(n) times. The thresholds below are where those terms cross for alpha ~ 20-50 us and
-// beta ~ 1/(1-2 GB/s) (TCP on loopback or a 10-25 Gb/s link); measure and adjust the rows for
-// other fabrics. World size 1 never sends anything, whatever the row.
+// Small buffers are all latency: recursive doubling has the fewest rounds. It beats
+// halving-doubling while log2(n) alpha > (log2(n) - 2(n-1)/n) N beta: always at n=2 but for the
+// reduction, which it does on N instead of N/2; up to N = 4 alpha/beta at n=4, 2.4 alpha/beta at
+// n=8, 1.9 at n=16 and 1.5 for large n. Measured over TCP on the 2-core development VM (medians
+// of 4-8 interleaved runs, tree against hd or, at n=3, ring, us): n=2 128 KiB 45 vs 77, 256 KiB
+// 79 vs 96, 512 KiB 157 vs 146; n=3 256 KiB 265 vs 320, 512 KiB 577 vs 493; n=4 256 KiB 404 vs
+// 453, 512 KiB 812 vs 689; n=8 256 KiB 1165 vs 1213, 512 KiB 2245 vs 1778. So the tree takes
+// buffers up to 256 KiB on up to 8 ranks (alpha/beta ~ 60 KB here; on a 25 Gb/s link with alpha
+// ~ 20 us, 4 alpha/beta ~ 240 KB), and up to 64 KiB on more, where the crossover falls to
+// 1.5-1.9 alpha/beta (not measured). Medium buffers pay for bytes too: halving-doubling moves the
+// ring's minimum bytes in log2(n) rounds, but when n is not a power of two its fold sends the whole
+// buffer twice more on the folded pairs, so there the ring wins. Large buffers: the ring, whose
+// pieces keep every link and the reduction busy at once. A broadcast of more than a few pieces runs
+// as a chain: the root sends N once instead of log2(n) times. The thresholds below are where those
+// terms cross for alpha ~ 20-50 us and beta ~ 1/(1-2 GB/s) (TCP on loopback or a 10-25 Gb/s link);
+// measure and adjust the rows for other fabrics. World size 1 never sends anything, whatever the
+// row.
 //
 // That model assumes a rank runs whenever its bytes arrive. When ranks outnumber the cores of
 // their host (AllreduceTable::kSharedCores, chosen by the communicator's rank 0) a wait for a
@@ -56,15 +65,18 @@ struct TableRow {
   Algorithm other;         // any other world size
 };
 
+// Allreduce buffers up to this size go to the tree (recursive doubling), whatever the table;
+// see TreeMaxBytes.
+constexpr int64_t kSmallGroupTreeMaxBytes = int64_t{256} << 10;  // up to 8 ranks
+constexpr int64_t kLargeGroupTreeMaxBytes = int64_t{64} << 10;   // more ranks
+
 constexpr TableRow kAllreduceTable[] = {
-    {int64_t{32} << 10, Algorithm::kTree, Algorithm::kTree},
     {int64_t{4} << 20, Algorithm::kHalvingDoubling, Algorithm::kRing},
     {kUnlimited, Algorithm::kRing, Algorithm::kRing},
 };
 
-// AllreduceTable::kSharedCores: halving-doubling from 32 KiB up on power-of-two groups.
+// AllreduceTable::kSharedCores: halving-doubling above the tree on power-of-two groups.
 constexpr TableRow kSharedCoresAllreduceTable[] = {
-    {int64_t{32} << 10, Algorithm::kTree, Algorithm::kTree},
     {kUnlimited, Algorithm::kHalvingDoubling, Algorithm::kRing},
 };
 
@@ -146,8 +158,13 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::FromEnvironment() {
   return AlgorithmSelector(*algorithm);
 }
 
+int64_t TreeMaxBytes(int world_size) {
+  return world_size <= 8 ? kSmallGroupTreeMaxBytes : kLargeGroupTreeMaxBytes;
+}
+
 Algorithm AlgorithmSelector::ForAllreduce(int64_t bytes, int world_size) const {
   if (forced_.has_value()) return *forced_;
+  if (bytes <= TreeMaxBytes(world_size)) return Algorithm::kTree;
   return table_ == AllreduceTable::kSharedCores
              ? Lookup(kSharedCoresAllreduceTable, bytes, world_size)
              : Lookup(kAllreduceTable, bytes, world_size);

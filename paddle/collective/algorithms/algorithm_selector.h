@@ -50,6 +50,10 @@ enum class AllreduceTable {
   kSharedCores,  // ranks outnumber their host's cores: halving-doubling on power-of-two groups
 };
 
+// Allreduces of up to this many bytes on `world_size` ranks run the tree (recursive doubling)
+// unless an algorithm is forced: 256 KiB up to 8 ranks, 64 KiB beyond.
+int64_t TreeMaxBytes(int world_size);
+
 // "core_per_rank", "shared_cores".
 absl::string_view AllreduceTableName(AllreduceTable table);
 // Accepts the names above; anything else is kInvalidArgument.

@@ -25,6 +25,16 @@ TEST(AlgorithmSelectorTest, TableBySizeAndWorldSize) {
   EXPECT_EQ(table.ForAllreduce(0, 8), Algorithm::kTree);
   EXPECT_EQ(table.ForAllreduce(4096, 8), Algorithm::kTree);
   EXPECT_EQ(table.ForAllreduce(4096, 5), Algorithm::kTree);
+  EXPECT_EQ(table.ForAllreduce(256 << 10, 8), Algorithm::kTree);
+  EXPECT_EQ(table.ForAllreduce(256 << 10, 3), Algorithm::kTree);
+  EXPECT_EQ(table.ForAllreduce((256 << 10) + 4, 8), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(table.ForAllreduce((256 << 10) + 4, 3), Algorithm::kRing);
+  // Beyond 8 ranks the tree stops at 64 KiB.
+  EXPECT_EQ(TreeMaxBytes(8), 256 << 10);
+  EXPECT_EQ(TreeMaxBytes(9), 64 << 10);
+  EXPECT_EQ(table.ForAllreduce(64 << 10, 16), Algorithm::kTree);
+  EXPECT_EQ(table.ForAllreduce(128 << 10, 16), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(table.ForAllreduce(128 << 10, 12), Algorithm::kRing);
   EXPECT_EQ(table.ForAllreduce(1 << 20, 8), Algorithm::kHalvingDoubling);
   EXPECT_EQ(table.ForAllreduce(1 << 20, 6), Algorithm::kRing);  // the fold would cost 2N
   EXPECT_EQ(table.ForAllreduce(int64_t{64} << 20, 8), Algorithm::kRing);
@@ -38,9 +48,9 @@ TEST(AlgorithmSelectorTest, SharedCoresTable) {
   EXPECT_EQ(table.table(), AllreduceTable::kSharedCores);
   EXPECT_EQ(AlgorithmSelector().table(), AllreduceTable::kCorePerRank);
   EXPECT_EQ(table.ForAllreduce(4096, 4), Algorithm::kTree);
-  EXPECT_EQ(table.ForAllreduce(32 << 10, 4), Algorithm::kTree);
+  EXPECT_EQ(table.ForAllreduce(256 << 10, 4), Algorithm::kTree);
   for (int64_t bytes :
-       {(int64_t{32} << 10) + 4, int64_t{4} << 20, int64_t{64} << 20, int64_t{1} << 40}) {
+       {(int64_t{256} << 10) + 4, int64_t{4} << 20, int64_t{64} << 20, int64_t{1} << 40}) {
     for (int n : {2, 4, 8, 16}) {
       EXPECT_EQ(table.ForAllreduce(bytes, n), Algorithm::kHalvingDoubling) << bytes << " " << n;
     }
