@@ -34,10 +34,13 @@
 // development VM, 256 KiB pieces, medians of 6 interleaved runs, us: n=4 halving-doubling against
 // the ring 8 MiB 8,806 vs 17,376, 64 MiB 66,264 vs 144,407 (with 1 MiB pieces, the previous
 // automatic size there, the ring took 13,966 and 102,632); n=8 64 MiB 224k vs 328k (1 MiB ring
-// 268k); n=2 equal (2 ranks, 2 cores). So shared cores give power-of-two groups halving-doubling
-// at every size above the tree's. Other world sizes keep the ring: at n=3 it stayed ahead of the
-// fold (64 MiB 56k vs 61k), while n=6 favoured halving-doubling (150k vs 206k) in one
-// measurement, too little to set a rule by.
+// 268k); n=2 equal (2 ranks, 2 cores). Groups that are not a power of two fold into one first,
+// and still halving-doubling won from 2 MiB up (medians of 5 runs, 64 MiB: n=5 112k vs 152k, n=6
+// 143k vs 196k, n=7 177k vs 242k; 8 MiB: 14.6k vs 22.7k, 18.0k vs 28.5k, 22.3k vs 36.6k) except
+// at n=3, where the ring stayed ahead both on 2 cores (8 MiB 7.0k vs 8.6k, 64 MiB 60k vs 62k) and
+// pinned to one (8 MiB 8.5k vs 11.7k): its chain is short, and the fold makes two of the three
+// ranks move the whole buffer twice more. So shared cores give every group but n=3
+// halving-doubling at every size above the tree's.
 #include "paddle/collective/algorithms/algorithm_selector.h"
 
 #include <cstdlib>
@@ -73,11 +76,6 @@ constexpr int64_t kLargeGroupTreeMaxBytes = int64_t{64} << 10;   // more ranks
 constexpr TableRow kAllreduceTable[] = {
     {int64_t{4} << 20, Algorithm::kHalvingDoubling, Algorithm::kRing},
     {kUnlimited, Algorithm::kRing, Algorithm::kRing},
-};
-
-// AllreduceTable::kSharedCores: halving-doubling above the tree on power-of-two groups.
-constexpr TableRow kSharedCoresAllreduceTable[] = {
-    {kUnlimited, Algorithm::kHalvingDoubling, Algorithm::kRing},
 };
 
 constexpr TableRow kBroadcastTable[] = {
@@ -165,9 +163,10 @@ int64_t TreeMaxBytes(int world_size) {
 Algorithm AlgorithmSelector::ForAllreduce(int64_t bytes, int world_size) const {
   if (forced_.has_value()) return *forced_;
   if (bytes <= TreeMaxBytes(world_size)) return Algorithm::kTree;
-  return table_ == AllreduceTable::kSharedCores
-             ? Lookup(kSharedCoresAllreduceTable, bytes, world_size)
-             : Lookup(kAllreduceTable, bytes, world_size);
+  if (table_ == AllreduceTable::kSharedCores) {
+    return world_size == 3 ? Algorithm::kRing : Algorithm::kHalvingDoubling;
+  }
+  return Lookup(kAllreduceTable, bytes, world_size);
 }
 
 Algorithm AlgorithmSelector::ForBroadcast(int64_t bytes, int world_size) const {

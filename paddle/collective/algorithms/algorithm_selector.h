@@ -47,7 +47,7 @@ inline constexpr char kAlgorithmEnvVar[] = "PADDLE_ALGO";
 // one, so the communicator's rank 0 chooses it from its own host and publishes it.
 enum class AllreduceTable {
   kCorePerRank,  // each rank has a core: the pipelined ring for large buffers
-  kSharedCores,  // ranks outnumber their host's cores: halving-doubling on power-of-two groups
+  kSharedCores,  // ranks outnumber their host's cores: halving-doubling (the ring at n=3)
 };
 
 // Allreduces of up to this many bytes on `world_size` ranks run the tree (recursive doubling)

@@ -42,7 +42,7 @@ TEST(AlgorithmSelectorTest, TableBySizeAndWorldSize) {
   EXPECT_EQ(table.ForBroadcast(int64_t{64} << 20, 8), Algorithm::kRing);
 }
 
-// Ranks sharing cores: halving-doubling above the tree on power-of-two groups, the ring on others.
+// Ranks sharing cores: halving-doubling above the tree, except on 3 ranks, which keep the ring.
 TEST(AlgorithmSelectorTest, SharedCoresTable) {
   const AlgorithmSelector table(AllreduceTable::kSharedCores);
   EXPECT_EQ(table.table(), AllreduceTable::kSharedCores);
@@ -51,12 +51,10 @@ TEST(AlgorithmSelectorTest, SharedCoresTable) {
   EXPECT_EQ(table.ForAllreduce(256 << 10, 4), Algorithm::kTree);
   for (int64_t bytes :
        {(int64_t{256} << 10) + 4, int64_t{4} << 20, int64_t{64} << 20, int64_t{1} << 40}) {
-    for (int n : {2, 4, 8, 16}) {
+    for (int n : {2, 4, 5, 6, 7, 8, 12, 16}) {
       EXPECT_EQ(table.ForAllreduce(bytes, n), Algorithm::kHalvingDoubling) << bytes << " " << n;
     }
-    for (int n : {3, 5, 6, 7}) {
-      EXPECT_EQ(table.ForAllreduce(bytes, n), Algorithm::kRing) << bytes << " " << n;
-    }
+    EXPECT_EQ(table.ForAllreduce(bytes, 3), Algorithm::kRing) << bytes;
   }
   // Broadcast has one table.
   EXPECT_EQ(table.ForBroadcast(int64_t{64} << 20, 8), Algorithm::kRing);
