@@ -3,8 +3,9 @@
 // the whole job with PADDLE_ALGO=ring|tree|hd.
 //
 // The Communicator builds one selector when it starts (`AlgorithmSelector::FromEnvironment()`, so
-// a bad PADDLE_ALGO fails at start-up rather than at the first collective) and runs its
-// allreduces and broadcasts through it:
+// a bad PADDLE_ALGO fails at start-up rather than at the first collective), replaces it by one
+// following the allreduce table its rank 0 chose unless an algorithm is forced (AgreeOnTuning in
+// backends/native/communicator_settings.h), and runs its allreduces and broadcasts through it:
 //
 //   ASSIGN_OR_RETURN(AlgorithmSelector selector, AlgorithmSelector::FromEnvironment());
 //   ...
@@ -12,8 +13,9 @@
 //
 // The other collectives have one algorithm each (RingAllgatherv, RingReduceScatter, TreeReduce,
 // PairwiseAlltoallv, DisseminationBarrier) and are called directly. Every rank must choose the
-// same algorithm for an operation: the table depends only on (bytes, world size), which all ranks
-// share, and PADDLE_ALGO must be set alike on every rank.
+// same algorithm for an operation: the choice depends only on (bytes, world size) and the
+// AllreduceTable, which all ranks share (rank 0 publishes the table), and PADDLE_ALGO must be set
+// alike on every rank.
 #ifndef PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_SELECTOR_H_
 #define PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_SELECTOR_H_
 
