@@ -139,7 +139,7 @@ GlooCommunicator::GlooCommunicator(const CommunicatorOptions& options, int algor
       debug_checks_(options.debug_checks || DebugChecksFromEnvironment()),
       device_(std::move(connection.device)),
       context_(std::move(connection.context)),
-      peer_addresses_(std::move(connection.peer_addresses)) {
+      peer_names_(std::move(connection.peer_names)) {
   worker_ = std::thread([this] { RunLoop(); });
 }
 
@@ -249,7 +249,7 @@ void GlooCommunicator::RunLoop() {
     call.bytes = op.info.bytes;
     call.peer = op.info.peer;
     call.timeout = op.timeout;
-    call.peer_addresses = &peer_addresses_;
+    call.peer_names = &peer_names_;
     PADDLE_LOG(DEBUG, COLL) << "start " << op.work->Describe();
     absl::Status status;
     if (debug_checks_ && op.collective) {

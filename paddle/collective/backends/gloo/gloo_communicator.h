@@ -160,8 +160,8 @@ class GlooCommunicator : public Communicator {
   const bool debug_checks_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
-  // peer_addresses_[r]: how Gloo's messages name peer r (its end of our pair), for errors.
-  const std::vector<std::string> peer_addresses_;
+  // How Gloo's messages name each peer (Note [Gloo peer addresses]), for errors.
+  const GlooPeerNames peer_names_;
 
   // A std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;

@@ -5,12 +5,14 @@
 //     by options.connect_timeout;
 //  3. runs a one-byte alltoall (tag 0; operations count from 1) over every pair, which cannot
 //     finish before every connection is up on both ends;
-//  4. publishes its pairs' final addresses and reads its peers' (Note [Gloo peer addresses]);
+//  4. publishes its pairs' final addresses, reads its peers' and the listening addresses they
+//     published in step 2 (Note [Gloo peer addresses]);
 //  5. sets the context's timeout to options.timeout for the operations to come.
 #include "paddle/collective/backends/gloo/gloo_connection.h"
 
 #include <gloo/alltoall.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,20 +33,43 @@
 namespace paddle {
 namespace {
 
-// Note [Gloo peer addresses]. Gloo's errors name a peer by the address of its end of the
-// connection ("Read error [127.0.0.1]:1956"), which is that peer's Pair::address() once the
-// connection is up: Gloo resets it from getsockname() when the connection completes, on the
-// peer's I/O thread, possibly after connectFullMesh has returned. So each rank reads its pairs'
-// addresses only after step 3 of Note [Gloo connect] and publishes them; rank r then keeps, for
-// each peer p, the address p's end of their connection has, which is the text Gloo prints on r
-// for p. (Gloo prints ports in network byte order; the texts match all the same.) Measured here:
-// when a peer is killed, about one failure in twenty prints an address that matches none of the
-// exchanged ones (cause not found; Debian's Gloo headers do not let us read a pair's own peer
-// address), so CallGloo then lists every peer's address for the reader.
-absl::StatusOr<std::vector<std::string>> ExchangePairAddresses(Store& store,
-                                                               const std::string& prefix,
-                                                               gloo::Context& context,
-                                                               absl::Duration timeout) {
+// Note [Gloo peer addresses]. Gloo's errors name a peer by the address its pair holds for the
+// far end ("Read error [127.0.0.1]:1956"), and which address that is depends on which end of
+// the connection connected. Each pair of Gloo (Debian's 2022 build) listens on a port of its own
+// and publishes it in connectFullMesh; of two peers, the one with the larger address connects
+// and the other accepts. When the connection is up both ends reset their own address from
+// getsockname(), but the far end's address is left as the accepting end knew it:
+//  - r connected to p: r names p by p's listening port, which is also p's address after the
+//    reset (an accepted socket has its listener's port);
+//  - p connected to r: r names p by the port p *published*, its listening port, while p's own
+//    address became its ephemeral one.
+// So rank r keeps two names for each peer p: the address p's end of their connection has once
+// connected (each rank publishes its pairs' addresses after step 3 of Note [Gloo connect], when
+// every connection is up on both ends, since the reset runs on the I/O thread, possibly after
+// connectFullMesh returned), and the listening address p published to r for Gloo's rendezvous
+// (read back from the store; Gloo's value under "<prefix>/gloo/<p>" is p's pair addresses for
+// every other rank in rank order, each Address::bytes() long). Until both were kept, one message
+// in three or so named the peer by an address we did not know (seen with 3 ranks when one
+// aborts). Gloo prints ports in network byte order; the texts match all the same.
+absl::StatusOr<std::string> PublishedListenAddress(Store& store, const std::string& gloo_prefix,
+                                                   int rank, int size, int peer,
+                                                   absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::string value, store.Get(absl::StrCat(gloo_prefix, "/", peer), timeout));
+  const size_t each = value.size() / static_cast<size_t>(size - 1);
+  if (each == 0 || value.size() % static_cast<size_t>(size - 1) != 0) {
+    return absl::InternalError(absl::StrCat("rank ", peer, " published ", value.size(),
+                                            " bytes of Gloo pair addresses for ", size - 1,
+                                            " peers"));
+  }
+  const size_t index = static_cast<size_t>(rank < peer ? rank : rank - 1);
+  const std::vector<char> bytes(value.begin() + index * each, value.begin() + (index + 1) * each);
+  return gloo::transport::tcp::Address(bytes).str();
+}
+
+absl::StatusOr<GlooPeerNames> ExchangePairAddresses(Store& store, const std::string& gloo_prefix,
+                                                    gloo::Context& context,
+                                                    absl::Duration timeout) {
+  const std::string prefix = absl::StrCat(gloo_prefix, "/pair_addresses/");
   const int rank = context.rank;
   const int size = context.size;
   std::vector<std::string> mine(size);
@@ -52,7 +77,7 @@ absl::StatusOr<std::vector<std::string>> ExchangePairAddresses(Store& store,
     if (p != rank) mine[p] = context.getPair(p)->address().str();
   }
   RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, rank), absl::StrJoin(mine, "\n")));
-  std::vector<std::string> peers(size);
+  GlooPeerNames peers(size);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     ASSIGN_OR_RETURN(std::string value, store.Get(absl::StrCat(prefix, p), timeout));
@@ -61,7 +86,10 @@ absl::StatusOr<std::vector<std::string>> ExchangePairAddresses(Store& store,
       return absl::InternalError(absl::StrCat("rank ", p, " published ", theirs.size(),
                                               " pair addresses for a group of ", size));
     }
-    peers[p] = theirs[rank];
+    peers[p].push_back(theirs[rank]);
+    ASSIGN_OR_RETURN(std::string listening,
+                     PublishedListenAddress(store, gloo_prefix, rank, size, p, timeout));
+    if (listening != theirs[rank]) peers[p].push_back(std::move(listening));
   }
   return peers;
 }
@@ -132,18 +160,18 @@ absl::StatusOr<GlooConnection> ConnectGloo(const CommunicatorOptions& options) {
     opts.setTimeout(ToGlooTimeout(options.connect_timeout));
     gloo::alltoall(opts);
   }));
-  absl::StatusOr<std::vector<std::string>> peer_addresses = ExchangePairAddresses(
-      *options.store, absl::StrCat(prefix, "/pair_addresses/"), *context, options.connect_timeout);
-  if (!peer_addresses.ok()) {
+  absl::StatusOr<GlooPeerNames> peer_names =
+      ExchangePairAddresses(*options.store, prefix, *context, options.connect_timeout);
+  if (!peer_names.ok()) {
     return ErrorContext()
         .Rank(rank, size)
         .Op("connect")
         .Hint(TimeoutHint(TimeoutKind::kConnect))
-        .Wrap(Annotate(peer_addresses.status(), "exchanging Gloo pair addresses"));
+        .Wrap(Annotate(peer_names.status(), "exchanging Gloo pair addresses"));
   }
   context->setTimeout(ToGlooTimeout(options.timeout));
   connection.context = std::move(context);
-  connection.peer_addresses = *std::move(peer_addresses);
+  connection.peer_names = *std::move(peer_names);
   return connection;
 }
 

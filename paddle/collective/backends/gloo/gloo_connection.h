@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "paddle/collective/backends/gloo/gloo_error.h"
 #include "paddle/collective/communicator.h"
 
 namespace gloo {
@@ -31,8 +32,8 @@ struct GlooConnection {
   std::shared_ptr<gloo::transport::Device> device;
   // Its timeout is options.timeout: the default of operations that set none.
   std::shared_ptr<gloo::Context> context;
-  // peer_addresses[r]: how Gloo's messages on this rank name peer r ("[10.0.0.2]:4711").
-  std::vector<std::string> peer_addresses;
+  // How Gloo's messages on this rank may name each peer (Note [Gloo peer addresses]).
+  GlooPeerNames peer_names;
 };
 
 // Connects options.rank to the other options.world_size - 1 ranks within options.connect_timeout,

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "paddle/collective/backends/gloo/gloo_store_adapter.h"
 #include "paddle/core/status.h"
 
@@ -30,31 +31,40 @@ bool MentionsTimeout(absl::string_view text) {
   return absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
 }
 
-// The first peer whose address appears in `text`, or -1.
-int PeerNamedIn(absl::string_view text, const std::vector<std::string>* addresses) {
-  if (addresses == nullptr) return -1;
-  for (size_t r = 0; r < addresses->size(); ++r) {
-    const std::string& address = (*addresses)[r];
-    if (address.empty()) continue;
-    // "[127.0.0.1]:1956" must not match "[127.0.0.1]:19560".
-    for (size_t at = text.find(address); at != absl::string_view::npos;
-         at = text.find(address, at + 1)) {
-      const size_t end = at + address.size();
-      if (end == text.size() || !absl::ascii_isdigit(text[end])) return static_cast<int>(r);
+// Whether `address` appears in `text` as a whole: "[127.0.0.1]:1956" must not match
+// "[127.0.0.1]:19560".
+bool NamesAddress(absl::string_view text, absl::string_view address) {
+  if (address.empty()) return false;
+  for (size_t at = text.find(address); at != absl::string_view::npos;
+       at = text.find(address, at + 1)) {
+    const size_t end = at + address.size();
+    if (end == text.size() || !absl::ascii_isdigit(text[end])) return true;
+  }
+  return false;
+}
+
+// The first peer one of whose addresses appears in `text`, or -1; *address is the one that did.
+int PeerNamedIn(absl::string_view text, const GlooPeerNames* names, std::string* address) {
+  if (names == nullptr) return -1;
+  for (size_t r = 0; r < names->size(); ++r) {
+    for (const std::string& candidate : (*names)[r]) {
+      if (!NamesAddress(text, candidate)) continue;
+      *address = candidate;
+      return static_cast<int>(r);
     }
   }
   return -1;
 }
 
-// ", peers by the address Gloo names them: rank 0 [127.0.0.1]:5000, ..." when the peer could
-// not be told from Gloo's text, so that the reader can.
-std::string PeerAddressList(const std::vector<std::string>* addresses) {
-  if (addresses == nullptr) return "";
+// "; peers by the address Gloo names them: rank 0 [127.0.0.1]:5000 or [127.0.0.1]:4711, ..."
+// when the peer could not be told from Gloo's text, so that the reader can.
+std::string PeerAddressList(const GlooPeerNames* names) {
+  if (names == nullptr) return "";
   std::string out;
-  for (size_t r = 0; r < addresses->size(); ++r) {
-    if ((*addresses)[r].empty()) continue;
+  for (size_t r = 0; r < names->size(); ++r) {
+    if ((*names)[r].empty()) continue;
     absl::StrAppend(&out, out.empty() ? "; peers by the address Gloo names them: " : ", ", "rank ",
-                    r, " ", (*addresses)[r]);
+                    r, " ", absl::StrJoin((*names)[r], " or "));
   }
   return out;
 }
@@ -63,12 +73,15 @@ absl::Status Describe(const GlooCallInfo& info, absl::Duration waited, const abs
   ErrorContext context;
   context.Rank(info.rank, info.world_size).Op(info.op, info.seq).Waited(waited, info.timeout);
   if (info.bytes >= 0) context.Bytes(info.bytes);
-  int peer = info.peer >= 0 ? info.peer : PeerNamedIn(status.message(), info.peer_addresses);
-  if (peer >= 0) {
-    const bool known =
-        info.peer_addresses != nullptr && peer < static_cast<int>(info.peer_addresses->size());
-    context.Peer(peer, known ? (*info.peer_addresses)[peer] : "");
+  std::string address;
+  int peer = info.peer;
+  if (peer < 0) {
+    peer = PeerNamedIn(status.message(), info.peer_names, &address);
+  } else if (info.peer_names != nullptr && peer < static_cast<int>(info.peer_names->size()) &&
+             !(*info.peer_names)[peer].empty()) {
+    address = (*info.peer_names)[peer].front();
   }
+  if (peer >= 0) context.Peer(peer, address);
   switch (status.code()) {
     case absl::StatusCode::kDeadlineExceeded:
       context.Hint(absl::StrCat(
@@ -82,7 +95,7 @@ absl::Status Describe(const GlooCallInfo& info, absl::Duration waited, const abs
                                             "aborted; its own log says why")
                              : absl::StrCat("a peer closed its connection: it has probably failed "
                                             "or aborted; its own log says why",
-                                            PeerAddressList(info.peer_addresses)));
+                                            PeerAddressList(info.peer_names)));
       break;
     default:
       context.Hint(

@@ -22,6 +22,10 @@
 
 namespace paddle {
 
+// The addresses under which Gloo's messages on one rank may name each peer: names[r] for peer r,
+// the address of r's end of our connection first (Note [Gloo peer addresses]).
+using GlooPeerNames = std::vector<std::vector<std::string>>;
+
 // Who is calling Gloo for what, for the error message.
 struct GlooCallInfo {
   int rank = -1;
@@ -32,8 +36,8 @@ struct GlooCallInfo {
   int peer = -1;  // the peer of a send/recv; collectives find it from Gloo's text
   absl::Duration timeout;
   TimeoutKind timeout_kind = TimeoutKind::kCollective;
-  // peer_addresses[r] is how Gloo names peer r in its messages ("[10.0.0.2]:4711"); may be null.
-  const std::vector<std::string>* peer_addresses = nullptr;
+  // How Gloo names each peer in its messages ("[10.0.0.2]:4711"); may be null.
+  const GlooPeerNames* peer_names = nullptr;
 };
 
 // Runs `call`; returns OK, or the Status for what it threw (Note [Gloo errors]).
