@@ -93,6 +93,8 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
   --first-bucket-mb=X        first gradient bucket (default 1)
   --compression=none|fp16|bf16   gradient compression on the wire (default none)
   --no-sync                  benchmark: never average gradients (what sync costs)
+  --barrier-only             benchmark: like --no-sync, but the workers meet once a step (a
+                             one-element allreduce): what keeping them in step costs alone
   --batch is the global batch, split evenly across the workers.
 )";
 
@@ -122,6 +124,7 @@ struct Options {
   double first_bucket_mb = 1;
   std::string compression = "none";
   bool no_sync = false;
+  bool barrier_only = false;
 };
 
 absl::Status ParseOptions(int argc, char** argv, Options* o) {
@@ -137,6 +140,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (arg == "--no-sync") {
       o->no_sync = true;
+      continue;
+    }
+    if (arg == "--barrier-only") {
+      o->barrier_only = true;
       continue;
     }
     size_t eq = arg.find('=');
@@ -477,7 +484,7 @@ int Run(const Options& o) {
         DistributedDataParallel::Create(*model, group.comm.get(), ddp_options);
     if (!made.ok()) return fail(made.status());
     ddp = *std::move(made);
-    if (o.no_sync) ddp->set_sync(false);
+    if (o.no_sync || o.barrier_only) ddp->set_sync(false);
   }
   // PADDLE_TIMELINE=FILE: a Chrome trace of every rank's steps and bucket allreduces.
   std::unique_ptr<Timeline> timeline = Timeline::FromEnv(group.rank);
@@ -517,6 +524,15 @@ int Run(const Options& o) {
         static_cast<long long>(train->size()), static_cast<long long>(test->size()));
     if (ddp) std::printf("%s", ddp->reducer().DescribeLayout().c_str());
   }
+  // --barrier-only: the step's meeting point, on the device (NCCL takes CUDA tensors only).
+  Tensor step_barrier;
+  if (o.barrier_only && group.comm) {
+    absl::StatusOr<Tensor> zeros = Tensor::Zeros({1}, DType::kFloat32);
+    if (!zeros.ok()) return fail(zeros.status());
+    absl::StatusOr<Tensor> on_device = nn::internal::MoveTensor(*zeros, *device);
+    if (!on_device.ok()) return fail(on_device.status());
+    step_barrier = *std::move(on_device);
+  }
   ProgressLine progress(leader);
   std::string last_json;
   for (int64_t epoch = resume_epoch; epoch < o.epochs; ++epoch) {
@@ -546,6 +562,9 @@ int Run(const Options& o) {
       if (!loss.ok()) return fail(loss.status());
       absl::Time t2 = span("forward", t1);
       absl::Status st = ddp ? ddp->Backward(*loss) : loss->Backward();
+      if (st.ok() && step_barrier.defined()) {
+        st = group.comm->Allreduce(step_barrier, ReduceOp::kSum)->Wait();
+      }
       absl::Time t3 = span("backward", t2);
       if (st.ok()) st = (*opt)->Step();
       if (!st.ok()) return fail(st);

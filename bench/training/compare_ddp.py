@@ -2,7 +2,8 @@
 """Data-parallel training side by side with PyTorch DDP (gloo backend): the same model, data,
 global batch, learning rate and one thread per worker, started by the same launcher, ours and
 torch interleaved. Also each one's step time without gradient sync (--no-sync / no_sync()), to
-show how much of the allreduce the backward pass hides.
+show how much of the allreduce the backward pass hides, and ours with --barrier-only (no gradient
+sync, but the workers meet once a step), to show what keeping them in step costs by itself.
 
     bazel build -c opt //tools:launch
     /usr/bin/python3 bench/training/compare_ddp.py [--nproc=2] [--samples=12800] [--repeats=2]
@@ -45,12 +46,13 @@ def main():
     torch_script = os.path.join(HERE, "torch_fashion_mnist.py")
     rows = []
     print(f"{'model':6} {'ours s/s':>9} {'torch s/s':>9} {'ratio':>6} "
-          f"{'ours sync/nosync':>16} {'torch sync/nosync':>17}")
+          f"{'ours sync/nosync':>16} {'torch sync/nosync':>17} {'ours barrier/nosync':>19}")
     for model in args.models.split(","):
         common = [f"--model={model}", f"--batch={args.batch}", "--threads=1"]
-        r = {"ours": [], "ours_nosync": [], "torch": [], "torch_nosync": []}
+        r = {"ours": [], "ours_nosync": [], "ours_barrier": [], "torch": [], "torch_nosync": []}
         for _ in range(args.repeats):
-            for key, extra in (("ours", []), ("ours_nosync", ["--no-sync"])):
+            for key, extra in (("ours", []), ("ours_nosync", ["--no-sync"]),
+                               ("ours_barrier", ["--barrier-only"])):
                 j = run(args.launch, args.nproc, "//examples:fashion_mnist",
                         common + ["--epochs=1", f"--train-samples={args.samples}",
                                   "--test-samples=500"] + extra)
@@ -65,9 +67,12 @@ def main():
         # Step time with sync over step time without = samples/s without over samples/s with.
         row["ours_sync_overhead"] = row["ours_nosync"] / row["ours"]
         row["torch_sync_overhead"] = row["torch_nosync"] / row["torch"]
+        # What meeting once a step costs without any gradient (--barrier-only).
+        row["ours_barrier_overhead"] = row["ours_nosync"] / row["ours_barrier"]
         rows.append(row)
         print(f"{model:6} {row['ours']:9.0f} {row['torch']:9.0f} {row['ratio']:6.2f} "
-              f"{row['ours_sync_overhead']:16.2f} {row['torch_sync_overhead']:17.2f}", flush=True)
+              f"{row['ours_sync_overhead']:16.2f} {row['torch_sync_overhead']:17.2f} "
+              f"{row['ours_barrier_overhead']:19.2f}", flush=True)
     print(json.dumps({"nproc": args.nproc, "batch": args.batch, "samples": args.samples,
                       "rows": rows}))
 

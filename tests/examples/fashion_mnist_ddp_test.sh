@@ -54,6 +54,20 @@ for rank in range(n):
 PY
 done
 
+# --barrier-only: the workers meet every step but average no gradient: the run completes and its
+# timeline has no bucket allreduce.
+PADDLE_TIMELINE=$work/barrier.json run barrier 2 "${common[@]}" --barrier-only
+for r in 0 1; do
+  [[ $(cat "$work/barrier.rc.$r") == 0 ]] ||
+    fail "--barrier-only rank $r failed: $(tail -3 "$work/barrier.err.$r")"
+done
+/usr/bin/python3 - "$work/barrier.json" <<'PY' || fail "--barrier-only: bad timeline"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["name"].split(" ")[0] for e in events if e["ph"] == "X"}
+assert "backward" in names and "allreduce" not in names, names
+PY
+
 # Rank 1 dies (SIGKILL) after step 3; rank 0 must fail within the timeout, naming rank 1.
 EXTRA_1=--crash-after-steps=3 run crash 2 "${common[@]}"
 [[ $(cat "$work/crash.rc.1") == 137 ]] || fail "rank 1 should have been killed"
