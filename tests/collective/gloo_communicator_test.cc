@@ -9,6 +9,9 @@
 // hosted here, including a process that dies: its peers must fail naming it, not hang.
 #include "paddle/collective/backends/gloo/gloo_communicator.h"
 
+#include <arpa/inet.h>
+#include <gloo/transport/tcp/address.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "paddle/collective/backends/gloo/gloo_connection.h"
 #include "paddle/collective/reduction.h"
 #include "paddle/collective/store/hash_store.h"
 #include "paddle/collective/store/tcp_store.h"
@@ -423,6 +427,40 @@ TEST_P(GlooCollectivesTest, SplitIntoEvenAndOddRanks) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooCollectivesTest, ::testing::Values(1, 2, 3, 4, 5));
 
 // ---- Errors ----
+
+// Note [Gloo peer addresses]: the listening addresses a peer published, read back from Gloo's
+// own rendezvous value (its pair addresses for every other rank, in rank order).
+TEST(GlooErrorsTest, ListeningAddressesAreReadFromGloosRendezvousValue) {
+  auto address = [](uint16_t port) {
+    sockaddr_in in = {};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(port);
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return gloo::transport::tcp::Address(reinterpret_cast<const sockaddr*>(&in), sizeof(in));
+  };
+  // Rank 2 of 3 published its pairs with ranks 0 and 1.
+  const gloo::transport::tcp::Address for0 = address(4711), for1 = address(4712);
+  std::string value;
+  for (const auto* a : {&for0, &for1}) {
+    const std::vector<char> bytes = a->bytes();
+    value.append(bytes.begin(), bytes.end());
+  }
+  absl::StatusOr<std::string> seen_by_0 = ListenAddressFromRendezvous(value, 0, 3, 2);
+  absl::StatusOr<std::string> seen_by_1 = ListenAddressFromRendezvous(value, 1, 3, 2);
+  ASSERT_TRUE(seen_by_0.ok()) << seen_by_0.status();
+  ASSERT_TRUE(seen_by_1.ok()) << seen_by_1.status();
+  EXPECT_EQ(*seen_by_0, for0.str());
+  EXPECT_EQ(*seen_by_1, for1.str());
+  EXPECT_NE(*seen_by_0, *seen_by_1);
+  // A value laid out otherwise is an error naming the peer and the sizes, not a crash.
+  absl::StatusOr<std::string> bad = ListenAddressFromRendezvous(value.substr(1), 0, 3, 2);
+  EXPECT_TRUE(absl::IsInternal(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(),
+                                absl::StrCat("rank 2 published ", value.size() - 1, " bytes")))
+      << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "rank 0 of 3")) << bad.status();
+  EXPECT_FALSE(ListenAddressFromRendezvous(value, 2, 3, 2).ok());  // a rank is not its own peer
+}
 
 TEST(GlooErrorsTest, CreateRejectsBadOptions) {
   auto store = std::make_shared<HashStore>();

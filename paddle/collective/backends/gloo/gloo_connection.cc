@@ -52,21 +52,6 @@ namespace {
 // every other rank in rank order, each Address::bytes() long). Until both were kept, one message
 // in three or so named the peer by an address we did not know (seen with 3 ranks when one
 // aborts). Gloo prints ports in network byte order; the texts match all the same.
-absl::StatusOr<std::string> PublishedListenAddress(Store& store, const std::string& gloo_prefix,
-                                                   int rank, int size, int peer,
-                                                   absl::Duration timeout) {
-  ASSIGN_OR_RETURN(std::string value, store.Get(absl::StrCat(gloo_prefix, "/", peer), timeout));
-  const size_t each = value.size() / static_cast<size_t>(size - 1);
-  if (each == 0 || value.size() % static_cast<size_t>(size - 1) != 0) {
-    return absl::InternalError(absl::StrCat("rank ", peer, " published ", value.size(),
-                                            " bytes of Gloo pair addresses for ", size - 1,
-                                            " peers"));
-  }
-  const size_t index = static_cast<size_t>(rank < peer ? rank : rank - 1);
-  const std::vector<char> bytes(value.begin() + index * each, value.begin() + (index + 1) * each);
-  return gloo::transport::tcp::Address(bytes).str();
-}
-
 absl::StatusOr<GlooPeerNames> ExchangePairAddresses(Store& store, const std::string& gloo_prefix,
                                                     gloo::Context& context,
                                                     absl::Duration timeout) {
@@ -90,8 +75,10 @@ absl::StatusOr<GlooPeerNames> ExchangePairAddresses(Store& store, const std::str
     peers[p].push_back(theirs[rank]);
     // Only a second name for error messages: a value Gloo laid out otherwise costs the name,
     // not the connection.
+    absl::StatusOr<std::string> rendezvous = store.Get(absl::StrCat(gloo_prefix, "/", p), timeout);
     absl::StatusOr<std::string> listening =
-        PublishedListenAddress(store, gloo_prefix, rank, size, p, timeout);
+        rendezvous.ok() ? ListenAddressFromRendezvous(*rendezvous, rank, size, p)
+                        : rendezvous.status();
     if (!listening.ok()) {
       PADDLE_LOG(WARN, INIT) << "rank " << rank << "/" << size << ": Gloo errors may name rank "
                              << p << " by an address only: " << listening.status();
@@ -129,6 +116,22 @@ ScopedSigpipeBlock::~ScopedSigpipeBlock() {
   while (sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
   }
   pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
+
+absl::StatusOr<std::string> ListenAddressFromRendezvous(absl::string_view value, int rank, int size,
+                                                        int peer) {
+  const size_t each = gloo::transport::tcp::Address().bytes().size();
+  const size_t peers = size > 1 ? static_cast<size_t>(size - 1) : 0;
+  if (rank < 0 || rank >= size || peer < 0 || peer >= size || peer == rank ||
+      value.size() != peers * each) {
+    return absl::InternalError(absl::StrCat("rank ", peer, " published ", value.size(),
+                                            " bytes of Gloo pair addresses for ", peers, " peers (",
+                                            each, " each expected); rank ", rank, " of ", size,
+                                            " cannot read its listening address"));
+  }
+  const size_t index = static_cast<size_t>(rank < peer ? rank : rank - 1);
+  const std::vector<char> bytes(value.begin() + index * each, value.begin() + (index + 1) * each);
+  return gloo::transport::tcp::Address(bytes).str();
 }
 
 std::chrono::milliseconds ToGlooTimeout(absl::Duration timeout) {

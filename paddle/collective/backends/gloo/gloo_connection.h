@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "paddle/collective/backends/gloo/gloo_error.h"
 #include "paddle/collective/communicator.h"
@@ -64,6 +65,13 @@ class ScopedSigpipeBlock {
  private:
   sigset_t previous_;
 };
+
+// The listening address, as Gloo prints it, that `peer` published for its pair with `rank` in a
+// group of `size`, from `value`: what Gloo's connectFullMesh stored under "<prefix>/gloo/<peer>"
+// (Note [Gloo peer addresses]). kInternal naming the peer and the sizes when `value` is not laid
+// out as expected.
+absl::StatusOr<std::string> ListenAddressFromRendezvous(absl::string_view value, int rank, int size,
+                                                        int peer);
 
 // A timeout as Gloo takes it: whole milliseconds, rounded up, at least 1 ms and at most a year
 // (Gloo computes deadlines as now + timeout; an infinite one would overflow).
