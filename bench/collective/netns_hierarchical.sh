@@ -31,6 +31,8 @@ for arg in "$@"; do
 done
 launch=$(realpath "$launch")
 bench=$(realpath "$bench")
+# One job token shared by every node's launcher (a multi-node job needs one; docs/launch.md).
+export PADDLE_STORE_TOKEN=${PADDLE_STORE_TOKEN:-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hier.XXXXXX")
 tag=$(printf '%04x' $((RANDOM % 65536)))
 subnet="10.78.$((RANDOM % 250 + 1))"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Misconfigurations end the launcher quickly with a message that says what to fix, never a hang:
 # a rendezvous port already in use, a --master-port in use, launchers that disagree on --nnodes,
-# too few nodes for --nnodes, an unreachable endpoint, a bad option value.
+# too few nodes for --nnodes, an unreachable endpoint, a node with another job token, a
+# multi-node job without a token, a bad option value.
 set -uo pipefail
 launch=$1
+# Every node of a multi-node job needs the job's token (Note [Job token] in options.py).
+export PADDLE_STORE_TOKEN=errors-test-token
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/errors.XXXXXX")
 failures=0
 fail() {
@@ -57,6 +60,24 @@ wait $first
 [[ $? -eq 3 ]] && grep -q "launchers disagree on --nnodes: 127.0.0.1 has --nnodes=3" "$work/disagree0.out" ||
   fail "node 0 did not report the disagreement: $(cat "$work/disagree0.out")"
 
+# A node with another token: it is refused by node 0's store and says to check the token; node 0
+# logs the refused launcher's address.
+"$launch" --nnodes=2 --node-rank=0 --rdzv-endpoint="127.0.0.1:$free" --rdzv-timeout=5 /bin/true \
+  >"$work/token0.out" 2>&1 &
+first=$!
+sleep 0.5
+wrong="the rendezvous store at 127.0.0.1:$free refused this launcher: wrong job token; check"
+PADDLE_STORE_TOKEN=another-token expect wrong_token 3 10 "$wrong" -- \
+  --nnodes=2 --node-rank=1 --rdzv-endpoint="127.0.0.1:$free" --rdzv-timeout=5 /bin/true
+wait $first
+grep -Eq "store: refused 127\.0\.0\.1:[0-9]+: wrong job token" "$work/token0.out" ||
+  fail "node 0 did not log the refused launcher: $(cat "$work/token0.out")"
+
+PADDLE_STORE_TOKEN= expect no_token 2 5 "--nnodes=2 needs the job's token on every node" -- \
+  --nnodes=2 --node-rank=0 --rdzv-endpoint="127.0.0.1:$free" /bin/true
+grep -qF -- "--no-auth" "$work/no_token.out" || fail "no_token: --no-auth not named"
+expect nan_timeout 2 5 "--rdzv-timeout is nan; it must be a number of seconds above 0" -- \
+  --rdzv-timeout=nan /bin/true
 expect bad_nnodes 2 5 "--nnodes is '2:1'; need 1 <= MIN <= MAX" -- --nnodes=2:1 /bin/true
 expect no_endpoint 2 5 "--nnodes=2 needs --rdzv-endpoint" -- --nnodes=2 /bin/true
 expect bad_rank 2 5 "--node-rank is 2, but --nnodes=2 allows node ranks 0..1" -- \

@@ -41,6 +41,8 @@ for i in 0 1 2; do
 done
 node0="$subnet.1"
 export PADDLE_CONNECT_TIMEOUT_S=20
+# Every node of a multi-node job needs the job's token (Note [Job token] in options.py).
+export PADDLE_STORE_TOKEN="netns-test-$tag-$RANDOM"
 train=(--model=mlp --batch=120 --epochs=2 --train-samples=6000 --test-samples=1000)
 
 # 1. Static: three nodes, node ranks given.

@@ -1,18 +1,27 @@
 """Unit tests of the launcher library (tools/paddlerun) and the k8s manifest writer (tools/k8s):
-option parsing and its errors, the workers' environment, label resolution, the stores, the node
-rendezvous (ranks, master, disagreements, timeouts) and the manifests' consistency."""
+option parsing and its errors, the job token, the workers' environment, label resolution, the
+stores (and the tcp store against hostile clients over real sockets), the node rendezvous (ranks,
+master, disagreements, timeouts) and the manifests' consistency."""
+import hashlib
+import hmac
+import json
 import os
+import re
+import secrets
+import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "tools"))
+TOOLS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "tools")
+sys.path.insert(0, TOOLS)
 
 import k8s  # noqa: E402
-from paddlerun import kvstore, logs, options, rendezvous  # noqa: E402
+from paddlerun import kvstore, logs, main, options, rendezvous  # noqa: E402
 
 
 class OptionsTest(unittest.TestCase):
@@ -54,6 +63,16 @@ class OptionsTest(unittest.TestCase):
             ("--rdzv-backend=etcd", "p"): "needs --rdzv-endpoint",
             ("--no-such-option", "p"): "unrecognized arguments",
             (): "required: program",
+            ("--rdzv-timeout=nan", "p"): "--rdzv-timeout is nan",
+            ("--rdzv-timeout=inf", "p"): "--rdzv-timeout is inf",
+            ("--rdzv-timeout=-1", "p"): "--rdzv-timeout is -1",
+            ("--rdzv-timeout=0", "p"): "--rdzv-timeout is 0",
+            ("--rdzv-timeout=1e300", "p"): "--rdzv-timeout is 1e+300",
+            ("--rdzv-last-call=nan", "p"): "--rdzv-last-call is nan",
+            ("--rdzv-last-call=-1", "p"): "--rdzv-last-call is -1",
+            ("--node-timeout=inf", "p"): "--node-timeout is inf",
+            ("--grace-s=nan", "p"): "--grace-s is nan",
+            ("--monitor-interval=-inf", "p"): "--monitor-interval is -inf",
         }
         for argv, needle in cases.items():
             with self.assertRaises(options.UsageError, msg=argv) as cm:
@@ -67,7 +86,8 @@ class OptionsTest(unittest.TestCase):
                      "--monitor-interval", "--log-dir", "--tee", "--local-ranks-filter",
                      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                      "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-                     "TORCHELASTIC_RUN_ID", "PADDLE_RESTART_COUNT", "PADDLE_SOCKET_IFNAME"]:
+                     "TORCHELASTIC_RUN_ID", "PADDLE_RESTART_COUNT", "PADDLE_SOCKET_IFNAME",
+                     "--token-file", "--no-auth", "PADDLE_STORE_TOKEN"]:
             self.assertIn(word, text)
 
     def test_worker_env(self):
@@ -83,6 +103,60 @@ class OptionsTest(unittest.TestCase):
                 "PADDLE_RUN_ID": "job", "ROLE_RANK": "5", "ROLE_WORLD_SIZE": "8"}
         for k, v in want.items():
             self.assertEqual(env[k], v, k)
+        self.assertNotIn("PADDLE_STORE_TOKEN", env)
+        env = options.worker_env({}, rank=0, local_rank=0, world_size=1, local_world_size=1,
+                                 group_rank=0, group_world_size=1, master_addr="h",
+                                 master_port=1, restart_count=0, max_restarts=0, run_id="j",
+                                 nnodes="1", token="abc")
+        self.assertEqual(env["PADDLE_STORE_TOKEN"], "abc")
+
+    def test_rdzv_last_call_may_be_zero(self):
+        self.assertEqual(options.parse(["--rdzv-last-call=0", "p"]).rdzv_last_call, 0)
+
+
+class JobTokenTest(unittest.TestCase):
+    """Note [Job token]: where the job's secret comes from, and when there is none."""
+
+    def token(self, argv, environ=None):
+        return options.job_token(options.parse(argv + ["p"]), environ or {})
+
+    def test_one_node_makes_a_fresh_token_per_job(self):
+        a, b = self.token([]), self.token(["--nproc=4"])
+        self.assertRegex(a, r"^[0-9a-f]{32}$")
+        self.assertNotEqual(a, b)
+        self.assertEqual(self.token([], {"PADDLE_STORE_TOKEN": "given"}), "given")
+
+    def test_token_file_and_env(self):
+        with tempfile.NamedTemporaryFile("w") as f:
+            f.write("from-file\n")
+            f.flush()
+            argv = ["--nnodes=2", "--rdzv-endpoint=h:1", f"--token-file={f.name}"]
+            self.assertEqual(self.token(argv, {"PADDLE_STORE_TOKEN": "env"}), "from-file")
+        self.assertEqual(self.token(["--nnodes=2", "--rdzv-endpoint=h:1"],
+                                    {"PADDLE_STORE_TOKEN": "env"}), "env")
+
+    def test_errors(self):
+        with tempfile.NamedTemporaryFile("w") as empty:
+            cases = [
+                (["--nnodes=2", "--rdzv-endpoint=h:1"], {}, "--nnodes=2 needs the job's token on "
+                 "every node"),
+                (["--nnodes=1:3", "--rdzv-backend=etcd", "--rdzv-endpoint=h:1"], {},
+                 "set PADDLE_STORE_TOKEN to the same secret on every node"),
+                (["--nnodes=2", "--rdzv-endpoint=h:1", "--token-file=/no/such/file"], {},
+                 "--token-file=/no/such/file cannot be read: No such file or directory"),
+                ([f"--token-file={empty.name}"], {}, "has no token on its first line"),
+                (["--no-auth"], {"PADDLE_STORE_TOKEN": "x"}, "--no-auth turns the job token off, "
+                 "but $PADDLE_STORE_TOKEN gives one"),
+            ]
+            for argv, environ, needle in cases:
+                with self.assertRaises(options.UsageError, msg=argv) as cm:
+                    self.token(argv, environ)
+                self.assertIn(needle, str(cm.exception), argv)
+        self.assertIn("--no-auth", str(cm.exception))
+
+    def test_no_auth(self):
+        self.assertIsNone(self.token(["--no-auth"]))
+        self.assertIsNone(self.token(["--no-auth", "--nnodes=2", "--rdzv-endpoint=h:1"]))
 
     def test_resolve_program(self):
         with tempfile.TemporaryDirectory() as d:
@@ -115,12 +189,16 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(store.add("n", 3), 5)
 
     def test_tcp(self):
-        server = kvstore.TcpStoreServer("127.0.0.1", 0)
+        for token in (None, "t0ken"):
+            self.check_tcp(token)
+
+    def check_tcp(self, token):
+        server = kvstore.TcpStoreServer("127.0.0.1", 0, token)
         try:
-            store = kvstore.TcpStore("127.0.0.1", server.port, 5)
+            store = kvstore.TcpStore("127.0.0.1", server.port, 5, token)
             self.check_store(store)
             # Many clients adding at once: the counter is atomic.
-            clients = [kvstore.TcpStore("127.0.0.1", server.port, 5) for _ in range(4)]
+            clients = [kvstore.TcpStore("127.0.0.1", server.port, 5, token) for _ in range(4)]
             threads = [threading.Thread(target=lambda c=c: [c.add("c", 1) for _ in range(50)])
                        for c in clients]
             [t.start() for t in threads]
@@ -163,6 +241,256 @@ class StoreTest(unittest.TestCase):
             with self.assertRaises(kvstore.StoreError) as cm:
                 job.clear()
             self.assertIn(f"cannot clear the rendezvous directory {d}/job", str(cm.exception))
+
+
+TOKEN = "the-job-token"
+
+
+class HostileClientTest(unittest.TestCase):
+    """The launcher's tcp store against clients that misbehave, over real sockets: each is
+    refused or dropped with its address logged, and the store goes on serving a real client.
+    Raw clients speak Note [Store handshake] as written there, not through kvstore's client."""
+
+    def setUp(self):
+        self.logged = []
+        self.server = kvstore.TcpStoreServer("127.0.0.1", 0, TOKEN, max_connections=8,
+                                             handshake_timeout=0.5, log=self.logged.append)
+        self.sockets = []
+
+    def tearDown(self):
+        for s in self.sockets:
+            s.close()
+        self.server.close()
+
+    def raw(self):
+        """A connected socket and the server's greeting."""
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
+        self.sockets.append(s)
+        f = s.makefile("rb")
+        greeting = json.loads(f.readline())
+        self.assertEqual(greeting["server"], kvstore.SERVER_NAME)
+        return s, f, greeting["nonce"]
+
+    def authenticated(self):
+        s, f, server_nonce = self.raw()
+        nonce = secrets.token_hex(16)
+
+        def mac(label, a, b):
+            return hmac.new(TOKEN.encode(), label + b"\0" + bytes.fromhex(a) + bytes.fromhex(b),
+                            hashlib.sha256).hexdigest()
+
+        s.sendall(json.dumps({"op": "auth", "nonce": nonce,
+                              "mac": mac(b"client", server_nonce, nonce)}).encode() + b"\n")
+        reply = json.loads(f.readline())
+        self.assertTrue(reply["ok"], reply)
+        self.assertEqual(reply["mac"], mac(b"server", nonce, server_nonce))
+        return s, f
+
+    def peer(self, s):
+        return "%s:%d" % s.getsockname()
+
+    def assert_refused(self, s, f, needle, log_needle):
+        """The server answered an error containing `needle`, closed, and logged the address."""
+        reply = json.loads(f.readline())
+        self.assertFalse(reply["ok"])
+        self.assertIn(needle, reply["error"])
+        self.assertEqual(f.readline(), b"")  # closed
+        self.assert_logged(f"refused {self.peer(s)}: ", log_needle)
+
+    def assert_logged(self, *needles):
+        """Some line of the server's log holds every needle."""
+        deadline = time.monotonic() + 5
+        while not any(all(n in line for n in needles) for line in self.logged):
+            self.assertLess(time.monotonic(), deadline, f"{needles!r} not in {self.logged}")
+            time.sleep(0.01)
+
+    def assert_serves(self):
+        store = kvstore.TcpStore("127.0.0.1", self.server.port, 5, TOKEN)
+        store.set("k", "v")
+        self.assertEqual(store.get("k"), "v")
+        self.assertEqual(store.add("n", 2) + 1, store.add("n", 1))
+        store.close()
+
+    def test_overlong_line(self):
+        s, f, _ = self.raw()
+        try:
+            s.sendall(b"x" * (kvstore.MAX_LINE_BYTES + 10))
+        except OSError:
+            pass  # the server may stop reading first; the reply still comes
+        self.assert_refused(s, f, "longer than 1048576 bytes", "sent a line longer than")
+        # Authenticated clients get the same limit.
+        s, f = self.authenticated()
+        s.sendall(json.dumps({"op": "set", "key": "k", "value": "x" * kvstore.MAX_LINE_BYTES})
+                  .encode() + b"\n")
+        self.assert_refused(s, f, "longer than 1048576 bytes", "sent a line longer than")
+        self.assert_serves()
+
+    def test_malformed_requests(self):
+        for junk in [b"{not json", b"\xff\xfe", b"[" * 100000, b"[1, 2]", b'{"op": 5}']:
+            s, f, _ = self.raw()
+            s.sendall(junk + b"\n")
+            self.assert_refused(s, f, "bad request", "instead of the handshake")
+        # Once authenticated, a bad request gets an error and the connection stays usable.
+        s, f = self.authenticated()
+        for junk in [b"{not json", b"\xff", b"[" * 100000, b"null", b'{"op": "set", "key": 1}',
+                     b'{"op": "set", "key": "k", "value": 3}', b'{"op": "add", "key": "n"}',
+                     b'{"op": "add", "key": "n", "delta": "1"}',
+                     b'{"op": "add", "key": "n", "delta": true}',
+                     b'{"op": "add", "key": "n", "delta": 1e400}',
+                     b'{"op": "add", "key": "n", "delta": 99999999999999999999}',
+                     b'{"op": "get"}', b'{"op": "nope", "key": "k"}']:
+            s.sendall(junk + b"\n")
+            reply = json.loads(f.readline())
+            self.assertFalse(reply["ok"], junk[:40])
+        s.sendall(b'{"op": "set", "key": "s", "value": "text"}\n'
+                  b'{"op": "add", "key": "s", "delta": 1}\n{"op": "get", "key": "s"}\n')
+        self.assertTrue(json.loads(f.readline())["ok"])
+        self.assertIn("not an integer", json.loads(f.readline())["error"])
+        self.assertEqual(json.loads(f.readline())["value"], "text")
+        self.assert_serves()
+
+    def test_wrong_or_no_token(self):
+        s, f, server_nonce = self.raw()
+        s.sendall(json.dumps({"op": "auth", "nonce": secrets.token_hex(16),
+                              "mac": "00" * 32}).encode() + b"\n")
+        self.assert_refused(s, f, "wrong job token", "wrong job token")
+        s, f, _ = self.raw()
+        s.sendall(json.dumps({"op": "auth", "nonce": secrets.token_hex(16), "mac": None})
+                  .encode() + b"\n")
+        self.assert_refused(s, f, "requires the job token", "no job token")
+        s, f, _ = self.raw()
+        s.sendall(b'{"op": "get", "key": "k"}\n')  # straight to business
+        self.assert_refused(s, f, "handshake first", "'get' instead of the handshake")
+        s, f, _ = self.raw()
+        s.sendall(json.dumps({"op": "auth", "nonce": "zz", "mac": "\u00e9" * 64}).encode() +
+                  b"\n")
+        self.assert_refused(s, f, "handshake first", "'auth' instead of the handshake")
+        # kvstore's own client: the error names the store and says to check the token.
+        for token in ("wrong", None):
+            with self.assertRaises(kvstore.StoreError) as cm:
+                kvstore.TcpStore("127.0.0.1", self.server.port, 5, token)
+            self.assertRegex(str(cm.exception),
+                             rf"the rendezvous store at 127\.0\.0\.1:{self.server.port} "
+                             r"refused this launcher: .*check that every launcher of the job "
+                             r"has the same token \(PADDLE_STORE_TOKEN or --token-file\)")
+        self.assert_serves()
+
+    def test_silent_connection_times_out(self):
+        s, f, _ = self.raw()
+        start = time.monotonic()
+        self.assert_refused(s, f, "no handshake", "did not authenticate within 0.5 s")
+        self.assertLess(time.monotonic() - start, 3)
+        # Half a line is no better than silence.
+        s, f, _ = self.raw()
+        s.sendall(b'{"op": "auth"')
+        self.assert_refused(s, f, "no handshake", "did not authenticate within 0.5 s")
+        self.assert_serves()
+
+    def test_connections_over_the_cap(self):
+        # Far more silent connections than the cap: each newcomer replaces the oldest
+        # unauthenticated one, so a real client still gets in at once.
+        silent = [self.raw() for _ in range(40)]
+        self.assert_logged("to make room for")
+        self.assert_serves()
+        closed = sum(1 for s, f, _ in silent if f.readline() and f.readline() == b"")
+        self.assertGreaterEqual(closed, 40 - 8)
+        # Eight authenticated clients fill it: a ninth is told so, and gets in once one leaves.
+        clients = [kvstore.TcpStore("127.0.0.1", self.server.port, 5, TOKEN) for _ in range(8)]
+        with self.assertRaises(kvstore.StoreError) as cm:
+            kvstore.TcpStore("127.0.0.1", self.server.port, 1, TOKEN)
+        self.assertIn("the store is full (8 connections)", str(cm.exception))
+        clients.pop().close()
+        time.sleep(0.1)
+        self.assert_serves()
+        for c in clients:
+            self.assertIsNone(c.get("nothing"))
+            c.close()
+
+    def test_client_refuses_a_server_without_the_token(self):
+        plain = kvstore.TcpStoreServer("127.0.0.1", 0)
+        try:
+            with self.assertRaises(kvstore.StoreError) as cm:
+                kvstore.TcpStore("127.0.0.1", plain.port, 5, TOKEN)
+            self.assertIn(f"the rendezvous store at 127.0.0.1:{plain.port} did not prove that it "
+                          "knows the job token (it has none)", str(cm.exception))
+            kvstore.TcpStore("127.0.0.1", plain.port, 5).close()  # no token on either side
+        finally:
+            plain.close()
+        # A fake server that answers ok with a made-up proof: refused too.
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+
+            def fake():
+                conn, _ = listener.accept()
+                with conn:
+                    conn.sendall(json.dumps({"server": kvstore.SERVER_NAME,
+                                             "nonce": "ab" * 16}).encode() + b"\n")
+                    conn.makefile("rb").readline()
+                    conn.sendall(b'{"ok": true, "mac": "' + b"0" * 64 + b'"}\n')
+                    time.sleep(0.5)
+
+            t = threading.Thread(target=fake)
+            t.start()
+            with self.assertRaises(kvstore.StoreError) as cm:
+                kvstore.TcpStore("127.0.0.1", listener.getsockname()[1], 5, TOKEN)
+            t.join()
+            self.assertIn("did not prove that it knows the job token (a wrong proof)",
+                          str(cm.exception))
+
+
+class LauncherStoreTest(unittest.TestCase):
+    """main.open_store: where the launcher's store listens, and that it requires the token."""
+
+    def test_local_job_listens_on_loopback_with_its_token(self):
+        opts = options.parse(["p"])
+        store, server = main.open_store(opts, "tok", lambda m: None)
+        try:
+            self.assertEqual(server._listener.getsockname()[0], "127.0.0.1")
+            with self.assertRaises(kvstore.StoreError):
+                kvstore.TcpStore("127.0.0.1", server.port, 2)
+        finally:
+            store.close()
+            server.close()
+
+    def test_node_rank_0_listens_on_the_endpoint_address_only(self):
+        port = options.free_port()
+        opts = options.parse(["--nnodes=2", "--node-rank=0", f"--rdzv-endpoint=127.0.0.1:{port}",
+                              "p"])
+        store, server = main.open_store(opts, "tok", lambda m: None)
+        try:
+            self.assertEqual(server._listener.getsockname(), ("127.0.0.1", port))
+        finally:
+            store.close()
+            server.close()
+        opts = options.parse(["--nnodes=2", "--node-rank=0", "--rdzv-timeout=1",
+                              "--rdzv-endpoint=192.0.2.1:29400", "p"])  # TEST-NET-1
+        with self.assertRaises(kvstore.StoreError) as cm:
+            main.open_store(opts, "tok", lambda m: None)
+        self.assertIn("192.0.2.1 is not an address of this machine", str(cm.exception))
+
+
+class DefaultJobTest(unittest.TestCase):
+    def test_default_job_is_authenticated(self):
+        """paddlerun --nproc=2 gives both workers the same fresh token, another job another."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os\nprint('token', os.environ.get('PADDLE_STORE_TOKEN'))\n")
+            env = {k: v for k, v in os.environ.items() if k != "PADDLE_STORE_TOKEN"}
+            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
+                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
+            tokens = []
+            for _ in range(2):
+                p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2", script],
+                                   env=env, capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                found = re.findall(r"^\[rank \d\] token (\S+)$", p.stdout, re.M)
+                self.assertEqual(len(found), 2, p.stdout)
+                self.assertEqual(found[0], found[1])
+                self.assertRegex(found[0], r"^[0-9a-f]{32}$")
+                tokens.append(found[0])
+            self.assertNotEqual(tokens[0], tokens[1])
 
 
 class RendezvousTest(unittest.TestCase):
@@ -278,6 +606,11 @@ class K8sTest(unittest.TestCase):
         command = container["command"]
         self.assertEqual(command[0], "paddlerun")
         env_names = {e["name"] for e in container["env"]}
+        # Every pod gets the job's token from the job's Secret (Note [Job token]).
+        token_ref = [e for e in container["env"] if e["name"] == "PADDLE_STORE_TOKEN"][0]
+        ref = token_ref["valueFrom"]["secretKeyRef"]
+        secret = [o for o in by_kind["Secret"] if o["metadata"]["name"] == ref["name"]][0]
+        self.assertRegex(secret["stringData"][ref["key"]], r"^[0-9a-f]{32}$")
         self.assertIn("POD_IP", env_names)
         ports = {p["containerPort"] for p in container["ports"]}
         self.assertIn(headless["spec"]["ports"][0]["targetPort"], ports)
@@ -304,6 +637,7 @@ class K8sTest(unittest.TestCase):
         argv = [a.replace("$(JOB_COMPLETION_INDEX)", "0").replace("$(POD_IP)", "10.0.0.1")
                 for a in command[1:]]
         opts = options.parse(argv)
+        self.assertTrue(options.job_token(opts, {"PADDLE_STORE_TOKEN": "from-the-secret"}))
         self.assertEqual(opts.program, "//examples:fashion_mnist")
         self.assertEqual(opts.args, ["--model=cnn"])
         self.assertEqual(opts.max_nodes, nnodes)

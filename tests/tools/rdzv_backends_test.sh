@@ -13,6 +13,8 @@
 #     naming the endpoint.
 set -uo pipefail
 launch=$(realpath "$1")
+# Every node of a multi-node job needs the job's token (Note [Job token] in options.py).
+export PADDLE_STORE_TOKEN="rdzv-test-$$-$RANDOM"
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/rdzv.XXXXXX")
 failures=0
 fail() {

@@ -1,7 +1,8 @@
 """Kubernetes manifests for a paddlerun job: an Indexed Job whose pods run one launcher each, a
-headless Service that gives pod 0 a stable DNS name for the rendezvous endpoint, and for elastic
-jobs (--nnodes=MIN:MAX) an etcd Deployment + Service used as the rendezvous backend instead, so
-the job survives the loss of any pod.
+headless Service that gives pod 0 a stable DNS name for the rendezvous endpoint, a Secret with the
+job's token (a fresh random one per manifest; every pod gets it as PADDLE_STORE_TOKEN), and for
+elastic jobs (--nnodes=MIN:MAX) an etcd Deployment + Service used as the rendezvous backend
+instead, so the job survives the loss of any pod.
 
     python3 -m k8s --name=fmnist --image=registry/paddle:1 --nnodes=4 --nproc=8 \\
         -- //examples:fashion_mnist --model=cnn > job.yaml; kubectl apply -f job.yaml
@@ -9,6 +10,7 @@ the job survives the loss of any pod.
 manifests() returns the objects as dicts (what the tests check); to_yaml() prints them.
 """
 import json
+import secrets
 
 RDZV_PORT = 29400
 ETCD_PORT = 2379
@@ -37,7 +39,12 @@ def manifests(name, image, nnodes, nproc, program, args=(), max_restarts=3, cpu=
                  "publishNotReadyAddresses": True,
                  "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT}]},
     }
-    objects = [service]
+    token_secret = {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": f"{name}-token", "labels": worker_labels},
+        "stringData": {"token": secrets.token_hex(16)},
+    }
+    objects = [service, token_secret]
     launcher = ["paddlerun", f"--nnodes={nnodes}", f"--nproc={nproc}",
                 f"--max-restarts={max_restarts}", f"--rdzv-id={name}"]
     if elastic:
@@ -67,7 +74,9 @@ def manifests(name, image, nnodes, nproc, program, args=(), max_restarts=3, cpu=
     env = [{"name": "PADDLE_JOB_NAME", "value": name},
            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
-           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+           {"name": "PADDLE_STORE_TOKEN", "valueFrom": {"secretKeyRef": {
+               "name": token_secret["metadata"]["name"], "key": "token"}}}]
     launcher += ["--local-addr=$(POD_IP)", program, *args]
     job = {
         "apiVersion": "batch/v1", "kind": "Job",

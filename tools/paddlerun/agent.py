@@ -60,12 +60,13 @@ class Failure:
 
 
 class Agent:
-    def __init__(self, opts, command, rdzv, store, cwd, err=None):
+    def __init__(self, opts, command, rdzv, store, cwd, err=None, token=None):
         self.opts = opts
         self.command = command
         self.rdzv = rdzv
         self.store = store
         self.cwd = cwd
+        self.token = token  # the job's secret, for the workers' store (Note [Job token])
         self.err = err or sys.stderr
         self.workers = []  # (rank, local_rank, Popen)
         self.signal = None
@@ -102,7 +103,7 @@ class Agent:
                 group_world_size=a.group_world_size, master_addr=a.master_addr,
                 master_port=a.master_port, restart_count=a.round,
                 max_restarts=self.opts.max_restarts, run_id=self.opts.rdzv_id,
-                nnodes=self.opts.nnodes)
+                nnodes=self.opts.nnodes, token=self.token)
             if a.group_world_size > 1 and not os.environ.get("PADDLE_SOCKET_IFNAME"):
                 # Our transports listen where the host name points, else on loopback; with
                 # several nodes they must use the address the other nodes reach this one at.

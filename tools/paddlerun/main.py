@@ -10,12 +10,22 @@ import time
 from paddlerun import agent, kvstore, options, rendezvous
 
 
-def _is_local(host):
-    """Whether this machine has the address `host` resolves to (so it can host the store)."""
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
-        return False
+def _is_local(host, wait_s=0.0, say=None):
+    """Whether this machine has the address `host` resolves to (so it can host the store). A
+    name that does not resolve yet (a new pod's DNS record) is asked again for up to wait_s."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            break
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                return False
+            if say is not None:
+                say(f"{host} does not resolve ({e.strerror or e}); trying again for up to "
+                    f"{wait_s:g} s (--rdzv-timeout)")
+                say = None
+            time.sleep(0.5)
     for family, _, _, _, addr in infos:
         with socket.socket(family) as s:
             try:
@@ -26,30 +36,43 @@ def _is_local(host):
     return False
 
 
-def open_store(opts, say):
-    """(store, server or None) for the options' rendezvous backend; raises StoreError."""
+def open_store(opts, token, say):
+    """(store, server or None) for the options' rendezvous backend; raises StoreError.
+
+    A tcp store listens only on the endpoint's address (127.0.0.1 without one), never on every
+    interface, and serves only clients that know `token` (Note [Job token] in options.py)."""
     if opts.rdzv_backend == "file":
         return kvstore.FileStore(opts.rdzv_endpoint or "/tmp/paddlerun", opts.rdzv_id), None
     if opts.rdzv_backend == "etcd":
         host, port = opts.endpoint
         return kvstore.EtcdStore(host, port, opts.rdzv_id, opts.rdzv_timeout), None
+
+    def serve(host, port):
+        return kvstore.TcpStoreServer(host, port, token, log=lambda m: say(f"store: {m}"))
+
     server = None
     if opts.endpoint is None:
-        server = kvstore.TcpStoreServer("127.0.0.1", 0)
+        server = serve("127.0.0.1", 0)
         host, port = "127.0.0.1", server.port
     else:
         host, port = opts.endpoint
-        local = _is_local(host)
-        if opts.node_rank == 0 or (opts.max_nodes == 1 and opts.node_rank < 0):
-            server = kvstore.TcpStoreServer(host if local else "0.0.0.0", port)
+        hosts = opts.node_rank == 0 or (opts.max_nodes == 1 and opts.node_rank < 0)
+        local = _is_local(host, opts.rdzv_timeout if hosts else 0.0, say)
+        if hosts:
+            if not local:
+                raise kvstore.StoreError(
+                    f"this launcher hosts the rendezvous store at --rdzv-endpoint={host}:{port}, "
+                    f"but {host} is not an address of this machine (or does not resolve); start "
+                    "node rank 0 on the machine it names, or give this machine's address there")
+            server = serve(host, port)
         elif opts.node_rank < 0 and local:
             try:  # elastic: the first launcher on the endpoint's machine hosts the store
-                server = kvstore.TcpStoreServer(host, port)
+                server = serve(host, port)
             except kvstore.StoreError:
                 pass
         if server is not None:
             say(f"hosting the rendezvous store on {host}:{port}")
-    return kvstore.TcpStore(host, port, opts.rdzv_timeout), server
+    return kvstore.TcpStore(host, port, opts.rdzv_timeout, token), server
 
 
 def main(argv=None, script=None):
@@ -63,6 +86,7 @@ def main(argv=None, script=None):
 
     try:
         opts = options.parse(argv)
+        token = options.job_token(opts, os.environ)
         command = options.resolve_program(opts.program, script) + opts.args
     except options.UsageError as e:
         say(f"error: {e}")
@@ -72,7 +96,7 @@ def main(argv=None, script=None):
     server = None
     store = None
     try:
-        store, server = open_store(opts, say)
+        store, server = open_store(opts, token, say)
         local_addr = opts.local_addr or store.local_addr
         if not local_addr:
             local_addr = "127.0.0.1" if opts.max_nodes == 1 else socket.gethostbyname(
@@ -83,7 +107,7 @@ def main(argv=None, script=None):
             timeout=opts.rdzv_timeout, last_call=opts.rdzv_last_call,
             master_addr=opts.master_addr or ("127.0.0.1" if opts.max_nodes == 1 else ""),
             first_master_port=opts.master_port)
-        a = agent.Agent(opts, command, rdzv, store, cwd)
+        a = agent.Agent(opts, command, rdzv, store, cwd, token=token)
         a.install_signal_handlers()
         code = a.run()
     except (kvstore.StoreError, rendezvous.RendezvousError) as e:
@@ -107,8 +131,8 @@ def _linger(store, server):
     this one's round as closed (and start as a restart), or its error and fail at once with it."""
     try:
         r = int(store.get("round") or 0)
-        size = int(store.get(f"r{r}/size") or 1)
         joined = int(store.get(f"r{r}/joined") or 1)
+        size = int(store.get(f"r{r}/size") or joined)  # no size: the round failed to form
         if store.add(f"r{r}/exited", 1) >= joined:
             store.clear()
             return

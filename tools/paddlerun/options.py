@@ -2,11 +2,23 @@
 
 parse() returns an argparse.Namespace with two derived fields, min_nodes and max_nodes (from
 --nnodes=N or MIN:MAX), and raises UsageError (exit status 2) for anything malformed, before any
-process is started or any store contacted.
+process is started or any store contacted. job_token() then finds the job's secret (Note [Job
+token]).
+
+Note [Job token]
+One secret per job authenticates every store of the job: the launchers' rendezvous store
+(kvstore.py, Note [Store handshake]) and the workers' TCP store at MASTER_ADDR:MASTER_PORT, which
+reads it from PADDLE_STORE_TOKEN. It comes from --token-file, else from $PADDLE_STORE_TOKEN; a
+one-node job without either gets a fresh random one. The launchers of a multi-node job cannot
+each make one up (they would not match), so there it must be given on every node, or
+authentication turned off with --no-auth. The token is never a command-line argument: every
+user of a machine can read those (ps).
 """
 import argparse
+import math
 import os
 import re
+import secrets
 import socket
 import uuid
 
@@ -41,11 +53,18 @@ environment of every worker (the torchrun contract, plus paddle's names):
   PADDLE_NNODES             --nnodes as given (N or MIN:MAX)
   PADDLE_SOCKET_IFNAME      with several nodes, unless already set: this node's address as the
                             other nodes reach it (--local-addr), where our transports listen
+  PADDLE_STORE_TOKEN        the job's secret (--token-file, $PADDLE_STORE_TOKEN, or made up for a
+                            one-node job); the workers' TCP store admits only ranks that know it.
+                            Not set with --no-auth
 Workers die with the launcher (PR_SET_PDEATHSIG) and run in their own process groups.
 
 exit status: 0 when every worker of every node succeeded; else the failed worker's exit status
 (128+N for signal N) on its node, 1 on the other nodes, 2 for a usage error, 3 for a rendezvous
 error (unreachable endpoint, port in use, nodes that disagree or never arrive)."""
+
+
+MAX_SECONDS = 1e6  # the longest timeout an option takes (11.6 days); sockets reject far longer
+TOKEN_ENV = "PADDLE_STORE_TOKEN"
 
 
 class UsageError(Exception):
@@ -144,6 +163,14 @@ def build_parser():
     add("--local-addr", "--local_addr", dest="local_addr", default="",
         help="this node's address for the others (default: the address it reaches the "
              "endpoint from)")
+    add("--token-file", dest="token_file", default="",
+        help="a file (readable only by you) whose first line is the job's secret token; the "
+             "launchers' store and the workers' store serve only those who prove they know it. "
+             "Default: $PADDLE_STORE_TOKEN, else, on one node, a fresh random token per job. "
+             "Several nodes must share one: give the same token to every node")
+    add("--no-auth", dest="no_auth", action="store_true",
+        help="no job token: anyone who can reach the rendezvous store or the workers' store "
+             "can join the job and read or change its keys. Only for a network you trust")
     add("program", help="a Bazel label (//pkg:name), a .py file or a program")
     add("args", nargs=argparse.REMAINDER, help="passed to the program untouched")
     return ap
@@ -184,10 +211,15 @@ def parse(argv):
         opts.endpoint = None
     if opts.rdzv_backend == "etcd" and opts.endpoint is None:
         raise UsageError("--rdzv-backend=etcd needs --rdzv-endpoint=HOST:PORT of etcd")
-    for name in ("rdzv_timeout", "monitor_interval", "grace_s", "node_timeout"):
-        if getattr(opts, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} is {getattr(opts, name)}; it must be "
-                             "positive")
+    for name in ("rdzv_timeout", "rdzv_last_call", "monitor_interval", "grace_s",
+                 "node_timeout"):
+        value = getattr(opts, name)
+        may_be_zero = name == "rdzv_last_call"
+        if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS) or (
+                value == 0 and not may_be_zero):
+            raise UsageError(f"--{name.replace('_', '-')} is {value:g}; it must be a number of "
+                             f"seconds {'from 0' if may_be_zero else 'above 0'} up to "
+                             f"{MAX_SECONDS:.0f}")
     if opts.max_restarts < 0:
         raise UsageError(f"--max-restarts is {opts.max_restarts}; it must be at least 0")
     if not 0 <= opts.master_port <= 65535:
@@ -203,11 +235,45 @@ def parse(argv):
     return opts
 
 
+def job_token(opts, environ):
+    """The job's secret (Note [Job token]), or None with --no-auth; raises UsageError."""
+    given = environ.get(TOKEN_ENV, "")
+    if opts.no_auth:
+        if opts.token_file or given:
+            raise UsageError(f"--no-auth turns the job token off, but "
+                             f"{'--token-file' if opts.token_file else '$' + TOKEN_ENV} gives "
+                             "one; drop one of them")
+        return None
+    if opts.token_file:
+        try:  # relative to where `bazel run` was started, as the program's own paths are
+            with open(os.path.join(environ.get("BUILD_WORKING_DIRECTORY", ""),
+                                   opts.token_file)) as f:
+                given = f.readline().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--token-file={opts.token_file} cannot be read: "
+                             f"{getattr(e, 'strerror', None) or e}") from None
+        if not given:
+            raise UsageError(f"--token-file={opts.token_file} has no token on its first line")
+    if given:
+        return given
+    if opts.max_nodes > 1:
+        raise UsageError(
+            f"--nnodes={opts.nnodes} needs the job's token on every node (the launchers and "
+            f"workers of all nodes must share it, so none can make it up): set {TOKEN_ENV} to "
+            f"the same secret on every node, e.g. from `python3 -c 'import secrets; "
+            f"print(secrets.token_hex(16))'`, or give --token-file=PATH; or run with --no-auth "
+            "on a network you trust")
+    return secrets.token_hex(16)
+
+
 def worker_env(base, *, rank, local_rank, world_size, local_world_size, group_rank,
                group_world_size, master_addr, master_port, restart_count, max_restarts, run_id,
-               nnodes):
-    """The environment of one worker: `base` plus the contract --help documents."""
+               nnodes, token=None):
+    """The environment of one worker: `base` plus the contract --help documents; with a token
+    (Note [Job token]) PADDLE_STORE_TOKEN too."""
     env = dict(base)
+    if token:
+        env[TOKEN_ENV] = token
     env.update(
         RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
         LOCAL_WORLD_SIZE=str(local_world_size), GROUP_RANK=str(group_rank),
