@@ -14,9 +14,9 @@
 // stdout is a JSON object with the keys epoch, train_loss, test_accuracy, samples_per_s,
 // epoch_time_s (plus param_hash, a fingerprint of the final parameters, so two runs can be
 // compared bitwise). With --checkpoint-dir it saves a checkpoint every --checkpoint-every steps
-// and at the end of every epoch; --resume continues from the newest good one there, at the same
-// sample, with the same optimizer, learning-rate and dropout state, so an interrupted run ends
-// with the same parameters as an uninterrupted one.
+// and at the end of every epoch; --resume continues from the newest good one there (data-parallel:
+// the one rank 0 picks, on every rank), at the same sample, with the same optimizer, learning-rate
+// and dropout state, so an interrupted run ends with the same parameters as an uninterrupted one.
 //
 // --device=cuda (or cuda:N) moves the model to that GPU (Module::To) and copies each batch there,
 // so forward, loss, backward and the SGD step run on the GPU; scalars (the loss, the logits for
@@ -31,8 +31,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -40,6 +42,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "paddle/checkpoint/checkpoint.h"
+#include "paddle/checkpoint/checkpoint_agreement.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/rendezvous/rendezvous.h"
 #include "paddle/core/autograd/grad_mode.h"
@@ -315,6 +318,51 @@ absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Mo
   return manager.Save(p.step, state);
 }
 
+// Restores what SaveCheckpoint saved. A checkpoint of another program or model (other keys,
+// parameter names or shapes) is an error naming the file and what does not fit.
+absl::Status RestoreCheckpoint(const checkpoint::LoadedCheckpoint& loaded, nn::Module& model,
+                               optim::Optimizer& opt, data::DistributedSampler& sampler,
+                               nn::Generator& dropout, Progress* p) {
+  const checkpoint::CheckpointState& s = loaded.state;
+  auto does_not_fit = [&loaded](const absl::Status& cause) {
+    return absl::Status(
+        cause.code(),
+        absl::StrCat("checkpoint ", loaded.path, " (step ", loaded.step,
+                     ") does not fit this run: ", cause.message(),
+                     "; was it written by another program, or with another --model or "
+                     "--optimizer? Resume with the flags that wrote it, or use another "
+                     "--checkpoint-dir"));
+  };
+  auto get_int = [&](const char* key) -> absl::StatusOr<int64_t> {
+    auto it = s.ints.find(key);
+    if (it != s.ints.end()) return it->second;
+    return does_not_fit(absl::NotFoundError(absl::StrCat("it has no integer '", key, "'")));
+  };
+  ASSIGN_OR_RETURN(const int64_t epoch, get_int("data/epoch"));
+  ASSIGN_OR_RETURN(const int64_t offset, get_int("data/offset"));
+  ASSIGN_OR_RETURN(const int64_t step, get_int("train/step"));
+  ASSIGN_OR_RETURN(const int64_t loss_count, get_int("train/loss_count"));
+  ASSIGN_OR_RETURN(const int64_t dropout_offset, get_int("rng/dropout_offset"));
+  auto loss_sum = s.strings.find("train/loss_sum");
+  if (loss_sum == s.strings.end() || !absl::SimpleAtod(loss_sum->second, &p->loss_sum)) {
+    return does_not_fit(absl::InvalidArgumentError("it has no number 'train/loss_sum'"));
+  }
+  std::map<std::string, Tensor> model_state;
+  for (const auto& [name, t] : s.tensors) {
+    if (name.rfind("model/", 0) == 0) model_state[name.substr(6)] = t;
+  }
+  if (absl::Status st = model.LoadStateDict(model_state); !st.ok()) {
+    return does_not_fit(Annotate(st, "model parameters"));
+  }
+  if (absl::Status st = opt.LoadState(s.tensors, s.ints); !st.ok()) return does_not_fit(st);
+  if (absl::Status st = sampler.Restore({epoch, offset}); !st.ok()) return does_not_fit(st);
+  p->epoch = epoch;
+  p->step = step;
+  p->loss_count = loss_count;
+  dropout.set_offset(static_cast<uint64_t>(dropout_offset));
+  return absl::OkStatus();
+}
+
 // The data-parallel group when started by the launcher (WORLD_SIZE set) or by mpirun/srun
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS, with MASTER_ADDR exported), else none.
 struct Group {
@@ -445,29 +493,18 @@ int Run(const Options& o) {
                                                               static_cast<int>(o.keep_checkpoints));
   }
   if (o.resume) {
-    absl::StatusOr<checkpoint::LoadedCheckpoint> loaded = manager->LoadLatest();
+    // Data-parallel: every rank resumes from the step rank 0 chose, or every rank fails.
+    absl::StatusOr<checkpoint::LoadedCheckpoint> loaded =
+        group.comm ? checkpoint::AgreeOnCheckpoint(*group.comm, *manager, *device)
+                   : manager->LoadLatest();
     if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return fail(loaded.status());
     if (loaded.ok()) {
-      const checkpoint::CheckpointState& s = loaded->state;
-      std::map<std::string, Tensor> model_state;
-      for (const auto& [name, t] : s.tensors) {
-        if (name.rfind("model/", 0) == 0) model_state[name.substr(6)] = t;
-      }
-      absl::Status st = (*model)->LoadStateDict(model_state);
-      if (st.ok()) st = (*opt)->LoadState(s.tensors, s.ints);
-      if (st.ok()) {
-        st = sampler->Restore({s.ints.at("data/epoch"), s.ints.at("data/offset")});
-      }
+      absl::Status st = RestoreCheckpoint(*loaded, **model, **opt, *sampler, *dropout, &p);
       if (!st.ok()) return fail(st);
-      p.epoch = s.ints.at("data/epoch");
-      p.step = s.ints.at("train/step");
-      p.loss_count = s.ints.at("train/loss_count");
-      absl::SimpleAtod(s.strings.at("train/loss_sum"), &p.loss_sum);
-      dropout->set_offset(static_cast<uint64_t>(s.ints.at("rng/dropout_offset")));
       if (leader)
         std::printf("resumed from %s (step %lld, epoch %lld, sample %lld)\n", loaded->path.c_str(),
                     static_cast<long long>(p.step), static_cast<long long>(p.epoch + 1),
-                    static_cast<long long>(s.ints.at("data/offset")));
+                    static_cast<long long>(sampler->state().offset));
     }
   }
 

@@ -134,12 +134,21 @@ void CheckpointManager::Prune(const std::string& keep) const {
 }
 
 std::vector<std::string> CheckpointManager::List() const {
+  absl::StatusOr<std::vector<std::string>> paths = Scan();
+  return paths.ok() ? *std::move(paths) : std::vector<std::string>();
+}
+
+absl::StatusOr<std::vector<std::string>> CheckpointManager::Scan() const {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
+  std::filesystem::directory_iterator it(dir_, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     absl::optional<int64_t> step = StepOfName(name);
     if (step.has_value()) found.emplace_back(*step, absl::StrCat(dir_, "/", name));
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return absl::ErrnoToStatus(ec.value(), absl::StrCat("listing checkpoint directory ", dir_));
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a > b; });
   std::vector<std::string> paths;
@@ -154,8 +163,9 @@ absl::StatusOr<CheckpointState> CheckpointManager::Load(const std::string& path)
 }
 
 absl::StatusOr<LoadedCheckpoint> CheckpointManager::LoadLatest() {
+  ASSIGN_OR_RETURN(const std::vector<std::string> paths, Scan());
   LoadedCheckpoint out;
-  for (const std::string& path : List()) {
+  for (const std::string& path : paths) {
     absl::StatusOr<CheckpointFileContents> contents = ReadCheckpointFile(path);
     if (contents.ok()) {
       out.state = std::move(contents->state);
@@ -163,9 +173,29 @@ absl::StatusOr<LoadedCheckpoint> CheckpointManager::LoadLatest() {
       out.path = path;
       return out;
     }
+    if (!absl::IsDataLoss(contents.status())) {
+      // Not corrupt: the file may well be good once the cause is fixed (see checkpoint.h).
+      const std::string after =
+          out.skipped.empty()
+              ? ""
+              : absl::StrCat(" (after skipping ", out.skipped.size(), " corrupt newer ones)");
+      if (absl::IsNotFound(contents.status())) {
+        // kNotFound would read as "no checkpoint, start fresh" to callers.
+        return absl::AbortedError(absl::StrCat(
+            contents.status().message(), after, "; it was listed a moment before: is another ",
+            "process removing or pruning checkpoints in ", dir_, "?"));
+      }
+      return absl::Status(
+          contents.status().code(),
+          absl::StrCat(contents.status().message(), after,
+                       "; not falling back to an older checkpoint past one that is not corrupt: "
+                       "fix the cause, or move ",
+                       path, " out of the directory to resume from the previous checkpoint"));
+    }
     absl::string_view reason = contents.status().message();
     absl::ConsumePrefix(&reason, absl::StrCat("checkpoint ", path, ": "));
-    PADDLE_LOG(WARN, TRAIN) << "skipping checkpoint " << path << ": " << reason;
+    PADDLE_LOG(WARN, TRAIN) << "skipping checkpoint " << path << ": " << reason
+                            << "; trying the previous one";
     out.skipped.push_back(absl::StrCat(path, ": ", reason));
   }
   if (out.skipped.empty()) {

@@ -193,6 +193,15 @@ void AdviseHugePages(void* data, size_t bytes) {
   }
 }
 
+absl::Status ManifestTooLarge(const std::string& path, uint64_t bytes,
+                              const CheckpointState& state) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("checkpoint ", path, ": manifest of at least ", bytes, " bytes (",
+                   state.tensors.size(), " tensors, ", state.ints.size(), " ints, ",
+                   state.strings.size(), " strings) is over the limit of ", kMaxManifestBytes,
+                   " bytes (protobuf's 2 GiB); store large strings as uint8 tensors"));
+}
+
 // Reads one tensor and the zero padding after it, checking its crc32 on the way in.
 absl::StatusOr<Tensor> ReadTensor(int fd, const std::string& path, uint64_t data_start,
                                   const proto::TensorEntry& entry, DType dtype) {
@@ -233,6 +242,14 @@ absl::StatusOr<Tensor> ReadTensor(int fd, const std::string& path, uint64_t data
 // writing it, then writes header and manifest with the real checksums at offset 0.
 absl::Status WriteCheckpointFile(int fd, const std::string& path, int64_t step,
                                  const CheckpointState& state) {
+  // The manifest holds a copy of every name, key and string: a state whose bytes alone pass the
+  // limit fails here, before that copy is made (the exact check follows once it is built).
+  uint64_t named_bytes = 0;
+  for (const auto& [name, tensor] : state.tensors) named_bytes += name.size();
+  for (const auto& [key, value] : state.ints) named_bytes += key.size();
+  for (const auto& [key, value] : state.strings) named_bytes += key.size() + value.size();
+  if (named_bytes > kMaxManifestBytes) return ManifestTooLarge(path, named_bytes, state);
+
   proto::CheckpointManifest manifest;
   manifest.set_format_version(kFormatVersion);
   manifest.set_step(step);
@@ -270,13 +287,7 @@ absl::Status WriteCheckpointFile(int fd, const std::string& path, int64_t step,
   }
 
   const size_t manifest_bytes = manifest.ByteSizeLong();
-  if (manifest_bytes > std::numeric_limits<uint32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": manifest of ",
-                                                   manifest_bytes, " bytes (", state.tensors.size(),
-                                                   " tensors, ", state.strings.size(),
-                                                   " strings) is over the 4 GiB limit; store large "
-                                                   "strings as uint8 tensors"));
-  }
+  if (manifest_bytes > kMaxManifestBytes) return ManifestTooLarge(path, manifest_bytes, state);
   const uint64_t header_end = kHeaderBytes + manifest_bytes + 4;
   const uint64_t data_start = AlignUp(header_end);
 
@@ -305,8 +316,9 @@ absl::Status WriteCheckpointFile(int fd, const std::string& path, int64_t step,
   std::memcpy(head.data(), kMagic, sizeof(kMagic));
   PutU32(head.data() + 8, kFormatVersion);
   PutU32(head.data() + 12, static_cast<uint32_t>(manifest_bytes));
-  PADDLE_CHECK(manifest.ByteSizeLong() == manifest_bytes &&
-               manifest.SerializeToArray(head.data() + kHeaderBytes, manifest_bytes))
+  PADDLE_CHECK(
+      manifest.ByteSizeLong() == manifest_bytes &&
+      manifest.SerializeToArray(head.data() + kHeaderBytes, static_cast<int>(manifest_bytes)))
       << "checkpoint manifest changed size after filling in checksums, Note [One pass]";
   PutU32(head.data() + kHeaderBytes + manifest_bytes,
          Crc32(0, head.data(), kHeaderBytes + manifest_bytes));
@@ -349,6 +361,10 @@ absl::StatusOr<CheckpointFileContents> ReadCheckpointFile(const std::string& pat
 
   // Manifest, its crc and the padding up to the data section.
   const uint64_t manifest_bytes = GetU32(header + 12);
+  if (manifest_bytes > kMaxManifestBytes) {
+    return Corrupt(path, absl::StrCat("manifest length ", manifest_bytes, " is over the ",
+                                      kMaxManifestBytes, "-byte limit no writer exceeds"));
+  }
   const uint64_t header_end = kHeaderBytes + manifest_bytes + 4;
   const uint64_t data_start = AlignUp(header_end);
   if (data_start > file_size) {

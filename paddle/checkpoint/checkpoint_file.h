@@ -5,7 +5,7 @@
 //
 //   offset 0   magic "PDCKPT\r\n" (8 bytes)
 //          8   format version (uint32, kFormatVersion)
-//         12   manifest length L (uint32)
+//         12   manifest length L (uint32, at most kMaxManifestBytes)
 //         16   manifest: a serialized proto::CheckpointManifest (paddle/checkpoint/proto)
 //     16 + L   crc32 of bytes [0, 16 + L): header and manifest (uint32)
 //     20 + L   zeros up to the data section at S = AlignUp(20 + L, 64)
@@ -39,6 +39,9 @@ constexpr char kMagic[8] = {'P', 'D', 'C', 'K', 'P', 'T', '\r', '\n'};
 constexpr uint32_t kFormatVersion = 1;
 // Bytes before the manifest: magic, version, manifest length.
 constexpr size_t kHeaderBytes = 16;
+// Protobuf serializes and parses messages of at most 2 GiB - 1 bytes (its sizes are `int`), so a
+// manifest past this is rejected before anything is written; large values belong in tensors.
+constexpr uint64_t kMaxManifestBytes = 0x7fffffff;
 // Alignment of the data section and of every tensor in it.
 constexpr size_t kDataAlignment = 64;
 
@@ -58,6 +61,8 @@ struct CheckpointFileContents {
 
 // Writes the whole file to `fd` (open for writing, empty), from offset 0, with large writes and
 // one pass over each tensor's bytes. `path` only names the file in errors. Does not fsync.
+// kInvalidArgument, before writing anything, for a tensor it cannot store or a manifest (names,
+// ints and strings) over kMaxManifestBytes.
 absl::Status WriteCheckpointFile(int fd, const std::string& path, int64_t step,
                                  const CheckpointState& state);
 

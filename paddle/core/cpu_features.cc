@@ -3,20 +3,25 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+
+#include "paddle/core/env.h"
+#include "paddle/core/logging.h"
 
 namespace paddle {
 namespace {
 
 CpuFeatures Detect() {
   CpuFeatures f;
-  const char* baseline = std::getenv("PADDLE_CPU_BASELINE");
-  if (baseline != nullptr && std::strcmp(baseline, "1") == 0) return f;
+  // Read once, from kernels that cannot return a Status: a malformed value aborts, naming it.
+  absl::StatusOr<std::optional<bool>> baseline =
+      BoolFromEnv("PADDLE_CPU_BASELINE", "1 forces the baseline x86-64 kernels");
+  PADDLE_CHECK(baseline.ok()) << baseline.status().message();
+  if (baseline->value_or(false)) return f;
 #if defined(__x86_64__) || defined(__i386__)
   // __builtin_cpu_supports checks XGETBV for the vector state; F16C and FMA are read from CPUID
   // leaf 1 (ECX bits 29 and 12) because clang's builtin does not accept "f16c".

@@ -1,11 +1,12 @@
 #include "paddle/core/deadline.h"
 
 #include <climits>
-#include <cstdlib>
+#include <optional>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "paddle/core/env.h"
+#include "paddle/core/logging.h"
 
 namespace paddle {
 
@@ -67,15 +68,27 @@ absl::Duration BuiltinTimeout(TimeoutKind kind) {
 
 }  // namespace
 
+absl::StatusOr<absl::Duration> TimeoutFromEnv(TimeoutKind kind) {
+  const std::string name(TimeoutEnvVar(kind));
+  absl::StatusOr<std::optional<absl::Duration>> value =
+      SecondsFromEnv(name.c_str(), /*inf_ok=*/true, "a timeout; 0 or inf for no limit");
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return BuiltinTimeout(kind);
+  return **value == absl::ZeroDuration() ? absl::InfiniteDuration() : **value;
+}
+
+absl::Status CheckTimeoutEnvironment() {
+  for (TimeoutKind kind : {TimeoutKind::kCollective, TimeoutKind::kStore, TimeoutKind::kConnect}) {
+    absl::StatusOr<absl::Duration> timeout = TimeoutFromEnv(kind);
+    if (!timeout.ok()) return timeout.status();
+  }
+  return absl::OkStatus();
+}
+
 absl::Duration DefaultTimeout(TimeoutKind kind) {
-  const char* env = std::getenv(std::string(TimeoutEnvVar(kind)).c_str());
-  if (env == nullptr || *env == '\0') return BuiltinTimeout(kind);
-  absl::string_view value(env);
-  if (value == "inf") return absl::InfiniteDuration();
-  double seconds = 0;
-  if (!absl::SimpleAtod(value, &seconds) || seconds < 0) return BuiltinTimeout(kind);
-  if (seconds == 0) return absl::InfiniteDuration();
-  return absl::Seconds(seconds);
+  absl::StatusOr<absl::Duration> timeout = TimeoutFromEnv(kind);
+  PADDLE_CHECK(timeout.ok()) << timeout.status().message();
+  return *timeout;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -54,8 +55,18 @@ enum class TimeoutKind {
   kConnect,     // connecting to a store or peer, retries included: PADDLE_CONNECT_TIMEOUT_S, 60 s
 };
 
-// The timeout for `kind`: the environment variable if set to a valid number of seconds (0 or
-// "inf" for no limit), else the built-in default. Read at each call so tests can override it.
+// The timeout for `kind`: its environment variable when set, as a number of seconds (0 or "inf"
+// for no limit), else the built-in default. Read at each call so tests can override it. A
+// malformed value (not a number, NaN, negative: Note [Environment settings] in env.h) is
+// kInvalidArgument naming the variable.
+absl::StatusOr<absl::Duration> TimeoutFromEnv(TimeoutKind kind);
+
+// TimeoutFromEnv for all kinds. Entry points (Rendezvous) call it first so that a malformed
+// variable reaches the user as an error rather than as the abort of DefaultTimeout.
+absl::Status CheckTimeoutEnvironment();
+
+// TimeoutFromEnv for the many places that cannot return a Status (option defaults); a malformed
+// variable aborts with TimeoutFromEnv's message instead of silently becoming the default.
 absl::Duration DefaultTimeout(TimeoutKind kind);
 
 // The environment variable that overrides `kind`, for error messages ("raise PADDLE_TIMEOUT_S").

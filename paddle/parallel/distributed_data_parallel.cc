@@ -146,6 +146,10 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   reducer_options.find_unused_parameters = options.find_unused_parameters;
   reducer_options.timeout = options.timeout;
   reducer_options.stall_warning = options.stall_warning;
+  // Read before the first collective: a malformed PADDLE_STALL_WARNING_S fails at once.
+  if (!reducer_options.stall_warning.has_value()) {
+    ASSIGN_OR_RETURN(reducer_options.stall_warning, StallWarningFromEnv());
+  }
   reducer_options.store = options.store;
   const CallOptions call{options.timeout};
 

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -41,8 +42,9 @@ struct DdpOptions {
   std::string compression = "none";  // "none" | "fp16" | "bf16" (Note [Gradient compression])
   bool find_unused_parameters = false;
   absl::Duration timeout = absl::ZeroDuration();  // zero: the communicator's
-  // The stall inspector (Note [Stall inspector] in paddle/collective/reducer/reducer.cc).
-  absl::Duration stall_warning = DefaultStallWarning();
+  // The stall inspector (Note [Stall inspector] in paddle/collective/reducer/reducer.cc); unset:
+  // PADDLE_STALL_WARNING_S.
+  std::optional<absl::Duration> stall_warning;
   std::shared_ptr<Store> store;  // the group's store, to name the ranks that are missing
 };
 

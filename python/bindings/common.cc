@@ -122,7 +122,29 @@ py::dtype NumpyDType(DType dtype) {
       " dtype; convert first (e.g. paddle.Tensor.to('float32')) or use a torch tensor"));
 }
 
+namespace {
+
+bool IsNativeByteOrder(const py::array& array) {
+  return array.dtype().attr("isnative").cast<bool>();
+}
+
+}  // namespace
+
+py::array InNativeByteOrder(const py::array& array) {
+  if (IsNativeByteOrder(array)) return array;
+  return py::array::ensure(array.attr("astype")(array.dtype().attr("newbyteorder")("=")));
+}
+
 Tensor TensorFromNumpy(const py::array& array, const NumpyRequirements& req) {
+  // A '>f4' array has kind 'f' and 4-byte items like float32: without this check its bytes would
+  // be read, and written, as little-endian floats.
+  if (!IsNativeByteOrder(array)) {
+    const std::string name = py::str(static_cast<py::handle>(array.dtype()));
+    throw py::type_error(absl::StrCat("the ", req.what, " has dtype ", name,
+                                      ", whose byte order is not this machine's; paddle uses numpy "
+                                      "memory in place and cannot read it: pass "
+                                      "arr.astype(arr.dtype.newbyteorder('=')), a converted copy"));
+  }
   DType dtype = req.dtype.has_value() ? *req.dtype : DTypeFromNumpy(array.dtype());
   if (req.dtype.has_value()) {
     if (DTypeSize(*req.dtype) != static_cast<size_t>(array.itemsize())) {

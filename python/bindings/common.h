@@ -68,8 +68,12 @@ struct NumpyRequirements {
 
 // A Tensor viewing `array`'s memory (Note [Zero-copy numpy]). ValueError for a read-only array
 // when writable is required, for a non-contiguous one when contiguous is required, and for
-// negative or unaligned strides; TypeError for an unsupported dtype.
+// negative or unaligned strides; TypeError for an unsupported dtype and for a byte order other
+// than this machine's (np.dtype('>f4') on x86), which a view would misread.
 Tensor TensorFromNumpy(const py::array& array, const NumpyRequirements& req = {});
+// `array` itself when its byte order is this machine's, else a converted copy: for arguments that
+// are only read (labels, state dicts), where a copy is harmless.
+py::array InNativeByteOrder(const py::array& array);
 // An array viewing `tensor`'s memory (any strides), keeping the storage alive.
 py::array TensorToNumpy(const Tensor& tensor);
 

@@ -9,6 +9,8 @@
 // could deadlock, and releasing it lets other Python threads run while C++ waits.
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +21,7 @@
 #include "absl/time/time.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/rendezvous/rendezvous.h"
+#include "paddle/collective/rendezvous/url.h"
 #include "paddle/collective/work.h"
 #include "paddle/nn/module.h"
 #include "paddle/parallel/distributed_data_parallel.h"
@@ -30,10 +33,17 @@ namespace {
 
 using autograd::Variable;
 
+// A `timeout` argument in seconds; None is zero, "the group's default". NaN, infinity and values
+// past absl::Duration's range are errors: absl::Seconds would make each an infinite wait.
 absl::Duration Seconds(const std::optional<double>& s) {
   if (!s) return absl::ZeroDuration();
-  if (*s <= 0) throw py::value_error(absl::StrCat("timeout must be positive, got ", *s, " s"));
-  return absl::Seconds(*s);
+  const bool valid = std::isfinite(*s) && *s > 0 && absl::Seconds(*s) != absl::InfiniteDuration();
+  if (!valid) {
+    throw py::value_error(
+        absl::StrCat("timeout must be a positive, finite number of seconds, got ", *s));
+  }
+  // A positive timeout below the clock's resolution must not become zero, the default.
+  return std::max(absl::Seconds(*s), absl::Nanoseconds(1));
 }
 
 // One group of ranks. The root group owns the rendezvous (store and, on rank 0, its server);
@@ -302,9 +312,14 @@ void BindDdp(py::module_& d) {
       .def(py::init([](std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
                        double bucket_cap_mb, double first_bucket_mb, const std::string& compression,
                        bool find_unused, const std::optional<double>& timeout_s) {
-             if (bucket_cap_mb <= 0 || first_bucket_mb <= 0) {
-               throw py::value_error(absl::StrCat("bucket sizes must be positive, got ",
-                                                  bucket_cap_mb, " and ", first_bucket_mb, " MiB"));
+             // Bounded so the byte counts fit int64_t; NaN fails the comparisons.
+             constexpr double kMaxMiB = 1 << 30;
+             for (double mb : {bucket_cap_mb, first_bucket_mb}) {
+               if (!(mb > 0 && mb <= kMaxMiB)) {
+                 throw py::value_error(absl::StrCat("bucket sizes must be positive MiB up to ",
+                                                    kMaxMiB, ", got bucket_cap_mb=", bucket_cap_mb,
+                                                    " and first_bucket_mb=", first_bucket_mb));
+               }
              }
              DdpOptions o;
              o.bucket_bytes = static_cast<int64_t>(bucket_cap_mb * (1 << 20));
@@ -346,6 +361,7 @@ void BindDdp(py::module_& d) {
 
 void BindDistributed(py::module_& m) {
   py::module_ d = m.def_submodule("distributed", "process groups and collectives");
+  d.attr("MAX_WORLD_SIZE") = kMaxWorldSize;
   BindGroup(d);
   BindDdp(d);
 }

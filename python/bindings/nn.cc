@@ -35,7 +35,7 @@ Tensor AsTensor(const py::handle& obj, const char* what) {
   if (!a) throw py::type_error(std::string(what) + " must be a paddle.Tensor or a numpy array");
   NumpyRequirements req;
   req.what = what;
-  return TensorFromNumpy(a, req);
+  return TensorFromNumpy(InNativeByteOrder(a), req);
 }
 
 // The generator layers draw their initial weights from: the one given, else paddle.nn's default

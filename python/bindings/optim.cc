@@ -84,7 +84,7 @@ void BindOptimizers(py::module_& o) {
               } else if (py::isinstance<Variable>(v)) {
                 tensors[key] = v.cast<const Variable&>().data();
               } else {
-                tensors[key] = TensorFromNumpy(py::array::ensure(v));
+                tensors[key] = TensorFromNumpy(InNativeByteOrder(py::array::ensure(v)));
               }
             }
             Check(opt.LoadState(tensors, ints));

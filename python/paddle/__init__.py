@@ -43,6 +43,8 @@ def tensor(data, dtype=None, requires_grad=False, name=""):
     array = np.array(data, dtype=dtype, copy=True)
     if default_float and array.dtype == np.float64:
         array = array.astype(np.float32)
+    if not array.dtype.isnative:  # e.g. '>f4' on x86: a copy anyway, so convert it
+        array = array.astype(array.dtype.newbyteorder("="))
     return Tensor.from_numpy(np.ascontiguousarray(array), requires_grad, name, None)
 
 

@@ -1,7 +1,14 @@
 // CheckpointManager: naming, listing, pruning, crash leftovers, falling back past corrupt
-// checkpoints, and the errors for missing or unusable directories.
+// checkpoints (and only those), and the errors for missing or unusable directories and files.
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -54,6 +61,34 @@ std::vector<std::string> FilesIn(const std::string& dir) {
   std::sort(names.begin(), names.end());
   return names;
 }
+
+void PutU32(std::string* bytes, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) (*bytes)[at + i] = static_cast<char>(v >> (8 * i));
+}
+
+// Root reads files whatever their mode (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH). For its scope
+// this clears those capabilities from the calling thread's effective set, so file modes apply to
+// it as to any user; they stay permitted, so the destructor can raise them again.
+class WithoutFileCapabilities {
+ public:
+  WithoutFileCapabilities() {
+    if (syscall(SYS_capget, &header_, saved_) != 0) return;
+    __user_cap_data_struct reduced[2] = {saved_[0], saved_[1]};
+    reduced[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    ok_ = syscall(SYS_capset, &header_, reduced) == 0;
+  }
+  ~WithoutFileCapabilities() {
+    if (ok_) {
+      EXPECT_EQ(syscall(SYS_capset, &header_, saved_), 0);
+    }
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  __user_cap_header_struct header_ = {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved_[2] = {};
+  bool ok_ = false;
+};
 
 void FlipByte(const std::string& path, size_t from_end) {
   std::string bytes = ReadBytes(path);
@@ -188,6 +223,100 @@ TEST(CheckpointManagerTest, LoadLatestFallsBackPastCorruptCheckpoints) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_THAT(lines[0], HasSubstr("skipping checkpoint " + manager.PathForStep(4) + ": tensor"));
   EXPECT_THAT(lines[1], HasSubstr("skipping checkpoint " + manager.PathForStep(3) + ": file is"));
+}
+
+TEST(CheckpointManagerTest, CorruptNewestFallsBackWithWarning) {
+  const std::string dir = FreshDir();
+  CheckpointManager manager(dir);
+  ASSERT_TRUE(manager.Save(1, StateForStep(1)).ok());
+  ASSERT_TRUE(manager.Save(2, StateForStep(2)).ok());
+  const std::string newest = ReadBytes(manager.PathForStep(2));
+  WriteBytes(manager.PathForStep(2), newest.substr(0, 100));
+
+  std::vector<std::string> lines;
+  g_log_lines = &lines;
+  SetLogSink(CaptureLine);
+  SetLogConfig(LogConfig{LogLevel::kWarn, kLogAll});
+  absl::StatusOr<LoadedCheckpoint> loaded = manager.LoadLatest();
+  SetLogSink(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 1);
+  ExpectStateOfStep(loaded->state, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0][0], 'W') << lines[0];  // a warning
+  EXPECT_THAT(lines[0], HasSubstr("skipping checkpoint " + manager.PathForStep(2) + ": "));
+  EXPECT_THAT(lines[0], HasSubstr("truncated"));
+  EXPECT_THAT(lines[0], HasSubstr("trying the previous one"));
+}
+
+// Only corruption is a reason to fall back: a newest file that cannot be read for any other
+// reason is an error naming it, since the steps it holds would otherwise be silently lost (and
+// the next Save would prune it). The same for a directory that cannot be listed: "no checkpoint"
+// would make the job start over.
+TEST(CheckpointManagerTest, PermissionDeniedIsAnErrorNotAFallback) {
+  const std::string dir = FreshDir();
+  CheckpointManager manager(dir);
+  ASSERT_TRUE(manager.Save(1, StateForStep(1)).ok());
+  ASSERT_TRUE(manager.Save(2, StateForStep(2)).ok());
+  ASSERT_EQ(chmod(manager.PathForStep(2).c_str(), 0), 0);
+  absl::Status file_error, dir_error;
+  {
+    WithoutFileCapabilities unprivileged;
+    ASSERT_TRUE(unprivileged.ok()) << "capset: " << std::strerror(errno);
+    file_error = manager.LoadLatest().status();
+    ASSERT_EQ(chmod(dir.c_str(), 0), 0);
+    dir_error = manager.LoadLatest().status();
+    ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  }
+  EXPECT_EQ(file_error.code(), absl::StatusCode::kPermissionDenied) << file_error;
+  EXPECT_THAT(file_error.message(),
+              HasSubstr("opening checkpoint " + manager.PathForStep(2) + ": Permission denied"));
+  EXPECT_THAT(file_error.message(),
+              HasSubstr("not falling back to an older checkpoint past one that is not corrupt"));
+  EXPECT_EQ(dir_error.code(), absl::StatusCode::kPermissionDenied) << dir_error;
+  EXPECT_THAT(dir_error.message(),
+              HasSubstr("listing checkpoint directory " + dir + ": Permission denied"));
+}
+
+TEST(CheckpointManagerTest, IoErrorOnNewestIsAnError) {
+  // A directory where the newest checkpoint should be: open succeeds, read fails with EISDIR.
+  const std::string dir = FreshDir();
+  CheckpointManager manager(dir);
+  ASSERT_TRUE(manager.Save(1, StateForStep(1)).ok());
+  std::filesystem::create_directory(manager.PathForStep(2));
+  absl::Status s = manager.LoadLatest().status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(manager.PathForStep(2)));
+  EXPECT_THAT(s.message(), HasSubstr("Is a directory"));
+  EXPECT_THAT(s.message(), HasSubstr("move " + manager.PathForStep(2) + " out of the directory"));
+}
+
+TEST(CheckpointManagerTest, NewerFormatVersionIsAnErrorNotAFallback) {
+  const std::string dir = FreshDir();
+  CheckpointManager manager(dir);
+  ASSERT_TRUE(manager.Save(1, StateForStep(1)).ok());
+  ASSERT_TRUE(manager.Save(2, StateForStep(2)).ok());
+  ASSERT_TRUE(manager.Save(3, StateForStep(3)).ok());
+  FlipByte(manager.PathForStep(3), 100);  // corrupt: skipped
+  std::string file = ReadBytes(manager.PathForStep(2));
+  PutU32(&file, 8, kFormatVersion + 1);  // written by a newer build: not skipped
+  WriteBytes(manager.PathForStep(2), file);
+  absl::Status s = manager.LoadLatest().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("checkpoint " + manager.PathForStep(2) + ": format version " +
+                                     std::to_string(kFormatVersion + 1) + " is newer"));
+  EXPECT_THAT(s.message(), HasSubstr("after skipping 1 corrupt newer ones"));
+}
+
+TEST(CheckpointManagerTest, UnlistableDirectoryIsAnError) {
+  const std::string base = FreshDir();
+  WriteBytes(base + "/file", "x");
+  absl::Status s = CheckpointManager(base + "/file").LoadLatest().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;  // ENOTDIR
+  EXPECT_THAT(s.message(), HasSubstr("listing checkpoint directory " + base + "/file"));
+  EXPECT_THAT(s.message(), HasSubstr("Not a directory"));
 }
 
 TEST(CheckpointManagerTest, NotFoundWhenNothingLoads) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -118,6 +119,38 @@ TEST_P(CommunicatorProcessTest, KilledRankFailsEveryOtherRankNamingIt) {
             ? absl::StrCat("rank ", kVictim, " (127.0.0.1:")
             : absl::StrCat("rank ", kVictim, " (pid ", workers[kVictim].pid);
     EXPECT_TRUE(absl::StrContains(output, culprit)) << output;
+  }
+}
+
+// Note [Agreement check] across processes: the last rank passes other arguments. Every rank
+// fails well within the 120 s timeout, naming a mismatch (the stamps', or over a transport
+// possibly the size mismatch it found first, passed on as the poison's cause), and at least one
+// names the odd rank's call.
+TEST_P(CommunicatorProcessTest, MismatchedCallsFailEveryRank) {
+  constexpr int kWorld = 3;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"mismatch_count", "allreduce #2 (float32 x 101, sum)"},
+      {"mismatch_dtype", "allreduce #2 (int32 x 100, sum)"},
+      {"mismatch_op", "broadcast #2 (float32 x 100, root 0)"},
+      {"mismatch_root", "broadcast #2 (float32 x 100, root 1)"},
+  };
+  for (const auto& [mode, odd_call] : cases) {
+    std::unique_ptr<TcpStoreServer> server = StartStoreServer();
+    ASSERT_NE(server, nullptr);
+    const absl::Time start = absl::Now();
+    std::vector<WorkerProcess> workers = StartWorkers(kWorld, server->port(), mode);
+    WaitForWorkerProcesses(workers, kLong);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << mode;
+    int named = 0;
+    for (const WorkerProcess& w : workers) {
+      const std::string output = w.Output();
+      EXPECT_EQ(w.exit_code, 4) << mode << ": " << output;
+      EXPECT_TRUE(absl::StrContains(output, "called different collectives") ||
+                  absl::StrContains(output, "size mismatch"))
+          << mode << ": " << output;
+      named += absl::StrContains(output, odd_call) ? 1 : 0;
+    }
+    EXPECT_GE(named, 1) << mode;
   }
 }
 

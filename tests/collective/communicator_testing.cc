@@ -198,13 +198,14 @@ std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> CommGroup::CreateEach
         store = std::move(*client);
       }
       CommunicatorOptions comm_options;
-      comm_options.backend = Backend::kNative;
+      comm_options.backend = options.backend;
       comm_options.store = store;
       comm_options.rank = rank;
       comm_options.world_size = n;
       comm_options.timeout = options.timeout;
       comm_options.connect_timeout = kGenerous;
       comm_options.algorithm = options.algorithm;
+      comm_options.transport = options.transport;
       comm_options.debug_checks = options.debug_checks_per_rank.empty()
                                       ? options.debug_checks
                                       : options.debug_checks_per_rank[rank];

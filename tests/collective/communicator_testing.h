@@ -42,9 +42,11 @@ constexpr absl::Duration kGenerous = absl::Seconds(120);
 enum class StoreKind { kDefault, kHash, kTcp };  // kDefault: kTcp under TSan, else kHash
 
 struct GroupOptions {
+  Backend backend = Backend::kNative;
   int world_size = 2;
   StoreKind store = StoreKind::kDefault;
-  std::string algorithm;  // CommunicatorOptions.algorithm
+  std::string algorithm;           // CommunicatorOptions.algorithm
+  std::string transport = "auto";  // CommunicatorOptions.transport
   bool debug_checks = false;
   absl::Duration timeout = kGenerous;
   // Per-rank debug_checks override (for the settings-mismatch test); empty: all alike.

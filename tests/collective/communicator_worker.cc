@@ -9,12 +9,18 @@
 // MODE "until_failure": 64 MiB float32 allreduces in a loop; after the second one sets the store
 //   key ready/RANK; on the first failure prints "WORKER_FAILED <status>" and exits 3. The test
 //   kills one rank in the middle of the loop.
+// MODE "mismatch_count", "mismatch_dtype", "mismatch_op", "mismatch_root": one agreeing
+//   allreduce, then a call in which one rank differs (101 float32 against 100; int32
+//   against float32; allreduce against broadcast; broadcast root 1 against root 0), then a
+//   barrier; prints "WORKER_MISMATCH <status>" with the first failure and exits 4, or
+//   WORKER_UNNOTICED and exits 0 (Note [Agreement check]).
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -126,7 +132,7 @@ int Run(int port, int rank, int world, const std::string& mode) {
   options.store = store;
   options.rank = rank;
   options.world_size = world;
-  options.timeout = mode == "until_failure" ? absl::Seconds(30) : kLong;
+  options.timeout = mode == "collectives" ? kLong : absl::Seconds(30);
   options.connect_timeout = kLong;
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(options);
   if (!comm.ok()) {
@@ -143,6 +149,35 @@ int Run(int port, int rank, int world, const std::string& mode) {
     const absl::Status done = StoreBarrier(*store, "done", rank, world, kLong);
     std::printf("WORKER_OK rank=%d %s\n", rank, done.ToString().c_str());
     return done.ok() ? 0 : 1;
+  }
+  if (absl::StartsWith(mode, "mismatch_")) {
+    absl::Status s = CheckedAllreduce(**comm, 10, DType::kFloat32, ReduceOp::kSum, 1);
+    if (!s.ok()) {
+      std::printf("WORKER_ERROR %s\n", s.ToString().c_str());
+      return 1;
+    }
+    // The odd rank: the last one; for mismatch_op rank 0, the broadcast's root (with the last
+    // rank broadcasting, three ranks over TCP can wait on each other in a cycle that carries no
+    // stamp: the limit of Note [Agreement check]).
+    const bool odd = rank == (mode == "mismatch_op" ? 0 : world - 1);
+    Tensor t = NewTensor(odd && mode == "mismatch_count" ? 101 : 100,
+                         odd && mode == "mismatch_dtype" ? DType::kInt32 : DType::kFloat32);
+    if (mode == "mismatch_op") {
+      s = (odd ? (*comm)->Broadcast(t, 0) : (*comm)->Allreduce(t, ReduceOp::kSum))->Wait();
+    } else if (mode == "mismatch_root") {
+      s = (*comm)->Broadcast(t, odd ? 1 : 0)->Wait();
+    } else {
+      s = (*comm)->Allreduce(t, ReduceOp::kSum)->Wait();
+    }
+    if (s.ok()) s = (*comm)->Barrier()->Wait();
+    if (s.ok()) {
+      std::printf("WORKER_UNNOTICED rank=%d\n", rank);
+      return 0;
+    }
+    std::printf("WORKER_MISMATCH %s\n", s.ToString().c_str());
+    // Exiting at once could close this rank's links before a peer read the poison's cause.
+    (void)StoreBarrier(*store, "mismatch_done", rank, world, absl::Seconds(30));
+    return 4;
   }
   if (mode == "until_failure") {
     absl::StatusOr<Tensor> t = Tensor::Zeros({int64_t{16} << 20}, DType::kFloat32);  // 64 MiB

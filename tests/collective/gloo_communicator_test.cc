@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -636,7 +637,8 @@ TEST(GlooErrorsTest, DebugChecksNameTheRankThatDisagrees) {
 
 // ---- Real processes over a TcpStoreServer ----
 
-constexpr char kScenarioEnv[] = "PADDLE_GLOO_TEST_SCENARIO";  // "sweep" or "die"
+// "sweep", "die", or "mismatch_count" / "_dtype" / "_op" / "_root" (the last rank differs).
+constexpr char kScenarioEnv[] = "PADDLE_GLOO_TEST_SCENARIO";
 
 // A worker: connects to the store at `address`, creates its communicator and runs the scenario.
 // Prints GLOO_WORKER_OK or GLOO_WORKER_ERROR <status>.
@@ -664,6 +666,35 @@ int RunWorker(const std::string& address, absl::Duration timeout) {
         (*comm)->Allreduce(NewTensor(1 << 20, DType::kFloat32), ReduceOp::kSum)->Wait();
     if (status.ok()) return fail(absl::InternalError("allreduce with a dead peer succeeded"));
     return fail(status);
+  }
+  if (absl::StartsWith(scenario, "mismatch_")) {
+    // Note [Agreement check]: formerly a SIGABRT from inside Gloo (count) or a wrong result.
+    const bool odd = rank == n - 1;
+    Tensor t = NewTensor(odd && scenario == "mismatch_count" ? 101 : 100,
+                         odd && scenario == "mismatch_dtype" ? DType::kInt32 : DType::kFloat32);
+    absl::Status status;
+    if (scenario == "mismatch_op") {
+      status = (odd ? (*comm)->Broadcast(t, 0) : (*comm)->Allreduce(t, ReduceOp::kSum))->Wait();
+    } else if (scenario == "mismatch_root") {
+      status = (*comm)->Broadcast(t, odd ? 1 : 0)->Wait();
+    } else {
+      status = (*comm)->Allreduce(t, ReduceOp::kSum)->Wait();
+    }
+    if (!absl::IsInvalidArgument(status)) {
+      return fail(absl::InternalError(absl::StrCat("want kInvalidArgument: ", status.ToString())));
+    }
+    std::printf("GLOO_WORKER_MISMATCH %s\n", status.ToString().c_str());
+    Tensor data = MakeReductionInput(10, DType::kFloat32, 9, rank, ReduceOp::kSum);
+    absl::Status after = (*comm)->Allreduce(data, ReduceOp::kSum)->Wait();
+    if (after.ok()) {
+      after = CompareElements(data, ExpectedReduction(0, 10, DType::kFloat32, n, 9, ReduceOp::kSum),
+                              0, "after the mismatch");
+    }
+    if (!after.ok()) return fail(after);
+    comm->reset();
+    std::printf("GLOO_WORKER_OK rank=%d\n", rank);
+    std::fflush(stdout);
+    return 0;
   }
   uint64_t seed = 1;
   for (DType dtype : commtest::SweepDTypes()) {
@@ -723,6 +754,28 @@ TEST_P(GlooProcessTest, AllreduceSweepAcrossProcesses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooProcessTest, ::testing::Values(2, 3, 4));
+
+// Note [Agreement check]: ranks whose calls differ all fail alike with kInvalidArgument naming
+// the odd rank's call, and the communicator keeps working; no process aborts.
+TEST(GlooProcessAgreementTest, MismatchedCallsFailEveryRankWithoutAborting) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"mismatch_count", "allreduce #1 (float32 x 101, sum)"},
+      {"mismatch_dtype", "allreduce #1 (int32 x 100, sum)"},
+      {"mismatch_op", "broadcast #1 (float32 x 100, root 0)"},
+      {"mismatch_root", "broadcast #1 (float32 x 100, root 1)"},
+  };
+  for (const auto& [scenario, odd_call] : cases) {
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::vector<WorkerOutcome> out = RunJob(3, scenario, (*server)->port());
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(out[r].exit_code, 0) << scenario << " rank " << r << ":\n" << out[r].output;
+      EXPECT_TRUE(absl::StrContains(out[r].output, "GLOO_WORKER_MISMATCH INVALID_ARGUMENT"))
+          << out[r].output;
+      EXPECT_TRUE(absl::StrContains(out[r].output, odd_call)) << out[r].output;
+    }
+  }
+}
 
 TEST(GlooProcessDeathTest, DeadPeerFailsTheOthersNamingIt) {
   const int n = 3;

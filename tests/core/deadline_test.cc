@@ -48,7 +48,7 @@ TEST(DeadlineTest, ExpiresAfterItsTimeout) {
   EXPECT_NE(s.message().find("(timeout 0.02s)"), std::string::npos) << s;
 }
 
-TEST(DefaultTimeoutTest, EnvironmentOverridesAndBadValuesFallBack) {
+TEST(DefaultTimeoutTest, EnvironmentOverrides) {
   unsetenv("PADDLE_TIMEOUT_S");
   EXPECT_EQ(DefaultTimeout(TimeoutKind::kCollective), absl::Seconds(300));
   EXPECT_EQ(DefaultTimeout(TimeoutKind::kConnect), absl::Seconds(60));
@@ -60,8 +60,32 @@ TEST(DefaultTimeoutTest, EnvironmentOverridesAndBadValuesFallBack) {
   EXPECT_EQ(DefaultTimeout(TimeoutKind::kCollective), absl::InfiniteDuration());
   setenv("PADDLE_TIMEOUT_S", "inf", 1);
   EXPECT_EQ(DefaultTimeout(TimeoutKind::kCollective), absl::InfiniteDuration());
-  setenv("PADDLE_TIMEOUT_S", "soon", 1);
-  EXPECT_EQ(DefaultTimeout(TimeoutKind::kCollective), absl::Seconds(300));
+  // Below the clock's resolution is still a (tiny) limit, not 0's "no limit".
+  setenv("PADDLE_TIMEOUT_S", "1e-15", 1);
+  EXPECT_LT(DefaultTimeout(TimeoutKind::kCollective), absl::Microseconds(1));
+  unsetenv("PADDLE_TIMEOUT_S");
+  EXPECT_TRUE(CheckTimeoutEnvironment().ok());
+}
+
+// Note [Environment settings]: NaN would be an infinite wait and the others silently the default.
+TEST(DefaultTimeoutTest, MalformedValuesAreErrorsNamingTheVariable) {
+  for (const char* value : {"soon", "nan", "-1", "30s", "-inf"}) {
+    setenv("PADDLE_STORE_TIMEOUT_S", value, 1);
+    absl::StatusOr<absl::Duration> timeout = TimeoutFromEnv(TimeoutKind::kStore);
+    ASSERT_FALSE(timeout.ok()) << value;
+    EXPECT_EQ(timeout.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string needle = std::string("PADDLE_STORE_TIMEOUT_S=\"") + value + "\"";
+    EXPECT_NE(timeout.status().message().find(needle), std::string::npos) << timeout.status();
+    EXPECT_NE(timeout.status().message().find("0 or inf for no limit"), std::string::npos);
+    EXPECT_EQ(CheckTimeoutEnvironment(), timeout.status());
+  }
+  unsetenv("PADDLE_STORE_TIMEOUT_S");
+}
+
+TEST(DefaultTimeoutDeathTest, MalformedValueAbortsNamingTheVariable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("PADDLE_TIMEOUT_S", "nan", 1);
+  EXPECT_DEATH(DefaultTimeout(TimeoutKind::kCollective), "PADDLE_TIMEOUT_S=\"nan\"");
   unsetenv("PADDLE_TIMEOUT_S");
 }
 

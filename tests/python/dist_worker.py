@@ -185,6 +185,19 @@ def check_mismatch(rank, world):
     raise AssertionError("a mismatched all_reduce did not raise")
 
 
+def check_off_by_one(rank, world):
+    """Default settings, the last rank one element longer: an error on every rank, not a
+    silently unreduced element (Note [Agreement check]); then the next call fails too."""
+    start = time.monotonic()
+    try:
+        dist.all_reduce(np.ones(101 if rank == world - 1 else 100, np.float32))
+        dist.barrier()  # a rank that met no mismatched data learns of it here
+    except (dist.DistError, ValueError) as e:
+        print(f"raised {type(e).__name__} after {time.monotonic() - start:.1f}s: {e}")
+        return
+    raise AssertionError("an all_reduce of 101 against 100 elements did not raise")
+
+
 def check_dead_peer(rank, world):
     dist.barrier()
     if rank == world - 1:
@@ -239,7 +252,7 @@ def main():
                             world_size=world, timeout=timeout)
     assert dist.is_initialized() and dist.get_rank() == rank and dist.get_world_size() == world
     globals()["check_" + scenario](rank, world)
-    if scenario not in ("dead_peer", "timeout", "mismatch"):
+    if scenario not in ("dead_peer", "timeout", "mismatch", "off_by_one"):
         dist.barrier()
         dist.destroy_process_group()
         assert not dist.is_initialized()

@@ -72,6 +72,20 @@ def test_shape_mismatch_raises_on_every_rank():
         assert "raised" in out and ("4" in out and "5" in out), out
 
 
+@pytest.mark.parametrize("backend", ["native", "gloo"])
+def test_count_off_by_one_raises_on_every_rank_by_default(backend):
+    # Formerly: the native backend returned with rank 2's last element unreduced, and Gloo killed
+    # a rank with SIGABRT from inside its own thread.
+    results = run_ranks("off_by_one", 3, env={"PADDLE_TEST_BACKEND": backend,
+                                              "PADDLE_TEST_TIMEOUT": "60"}, limit=50)
+    assert_all_ok(results)
+    named = 0
+    for _, out, _ in results:
+        assert "raised" in out and "called different collectives" in out, out
+        named += "float32 x 101" in out
+    assert named >= 1, results
+
+
 def test_dead_peer_raises_dist_peer_error():
     results = run_ranks("dead_peer", 3, env={"PADDLE_TEST_TIMEOUT": "20"}, limit=60)
     assert_all_ok(results, ranks=[0, 1])
@@ -126,3 +140,102 @@ def test_single_process_group_and_timedelta_timeout(tmp_path):
     finally:
         dist.destroy_process_group()
     assert not dist.is_initialized()
+
+
+def test_nan_infinite_and_negative_timeouts_are_rejected(tmp_path, monkeypatch):
+    import datetime
+
+    import numpy as np
+
+    import paddle
+    import paddle.distributed as dist
+    from paddle import _C
+    url = f"file://{tmp_path}/store"
+    # Each would otherwise be an infinite wait (NaN passes "<= 0"; absl::Seconds(nan) is inf).
+    for bad in (float("nan"), float("inf"), -1.0, 0, datetime.timedelta(seconds=-5)):
+        with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+            dist.init_process_group("native", init_method=url, rank=0, world_size=1, timeout=bad)
+    for bad in (float("nan"), float("inf"), -1.0, 0.0, 1e300):  # the binding checks too
+        with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+            _C.distributed.ProcessGroup.create(f"{url}?rank=0&world_size=1", "native", bad, False)
+    with pytest.raises(ValueError, match="number of seconds"):
+        dist.init_process_group("native", init_method=url, rank=0, world_size=1, timeout="soon")
+    # A malformed timeout variable is an error naming it, not the default.
+    monkeypatch.setenv("PADDLE_STORE_TIMEOUT_S", "nan")
+    with pytest.raises(ValueError, match='PADDLE_STORE_TIMEOUT_S="nan"'):
+        dist.init_process_group("native", init_method=url, rank=0, world_size=1)
+    monkeypatch.delenv("PADDLE_STORE_TIMEOUT_S")
+    assert not dist.is_initialized()
+
+    dist.init_process_group("native", init_method=url, rank=0, world_size=1, timeout=30)
+    try:
+        x = np.ones(4, np.float32)
+        for bad in (float("nan"), float("inf"), -1.0):
+            with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+                dist.all_reduce(x, timeout=bad)
+            with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+                dist.barrier(timeout=bad)
+            # The binding checks too, for callers of paddle._C.
+            g = dist._group(None)._native
+            with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+                g.allreduce(paddle.from_numpy(x), dist.ReduceOp.SUM, bad)
+            work = dist.all_reduce(x, async_op=True)
+            with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+                work.wait(bad)
+            work.wait()
+        model = paddle.nn.make_model("mlp", seed=3)
+        with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+            dist.DistributedDataParallel(model, timeout=float("nan"))
+        with pytest.raises(ValueError, match="bucket sizes"):
+            dist.DistributedDataParallel(model, bucket_cap_mb=float("nan"))
+        monkeypatch.setenv("PADDLE_STALL_WARNING_S", "-1")
+        with pytest.raises(ValueError, match='PADDLE_STALL_WARNING_S="-1"'):
+            dist.DistributedDataParallel(model)
+        monkeypatch.delenv("PADDLE_STALL_WARNING_S")
+        assert np.array_equal(x, np.ones(4, np.float32))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_world_size_is_bounded(tmp_path, monkeypatch):
+    import paddle.distributed as dist
+    limit = dist._C.distributed.MAX_WORLD_SIZE
+    assert limit == 1 << 20
+    with pytest.raises(ValueError, match=f"world_size=2000000000: it must be from 1 to {limit}"):
+        dist.init_process_group("native", init_method=f"file://{tmp_path}/store", rank=0,
+                                world_size=2_000_000_000)
+    # The same bound where the world size comes from the URL or the environment (C++).
+    url = f"file://{tmp_path}/store?rank=0&world_size={limit + 1}"
+    with pytest.raises(ValueError, match=f"world_size is {limit + 1}; it must be from 1 to"):
+        dist.init_process_group("native", init_method=url)
+    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500"), ("RANK", "0"),
+                        ("WORLD_SIZE", "2000000000")):
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=r"world_size \(environment variable WORLD_SIZE\) is "
+                                         r"2000000000"):
+        dist.init_process_group("native", init_method="env://")
+    assert not dist.is_initialized()
+
+
+def test_other_byte_order_is_rejected_not_misread(tmp_path):
+    import numpy as np
+
+    import paddle.distributed as dist
+    dist.init_process_group("native", init_method=f"file://{tmp_path}/store", rank=0,
+                            world_size=1, timeout=30)
+    try:
+        big = np.arange(1, 5, dtype=">f4")
+        if big.dtype.isnative:
+            big = np.arange(1, 5, dtype="<f4")
+        with pytest.raises(TypeError, match=r"byte order is not this machine's.*newbyteorder"):
+            dist.all_reduce(big)
+        with pytest.raises(TypeError, match="the output array has dtype"):
+            dist.all_gather(big, np.ones(4, np.float32))
+        with pytest.raises(TypeError, match="byte order"):
+            dist.send(big, 0)
+        assert big.tolist() == [1.0, 2.0, 3.0, 4.0]  # untouched
+        native = big.astype(big.dtype.newbyteorder("="))
+        dist.all_reduce(native, op=dist.ReduceOp.SUM)
+        assert native.tolist() == [1.0, 2.0, 3.0, 4.0]
+    finally:
+        dist.destroy_process_group()

@@ -71,6 +71,23 @@ def test_bad_inputs_raise_clear_errors():
         paddle.zeros((2,)).item()
 
 
+def test_other_byte_order_is_rejected_by_views_and_converted_by_copies():
+    big = np.arange(4, dtype=">f4")  # the other byte order on every machine paddle builds for
+    if big.dtype.isnative:
+        big = np.arange(4, dtype="<f4")
+    # A view would read the bytes as native floats: 1.0 as 4.6e-41.
+    with pytest.raises(TypeError, match=r"byte order is not this machine's.*newbyteorder\('='\)"):
+        paddle.from_numpy(big)
+    with pytest.raises(TypeError, match="byte order"):
+        paddle.from_numpy(np.zeros(3, dtype=big.dtype.byteorder + "u2"), dtype="bfloat16")
+    assert paddle.tensor(big).numpy().tolist() == [0.0, 1.0, 2.0, 3.0]  # a copy: converted
+    # Read-only arguments are converted too: labels of the cross entropy.
+    logits = paddle.from_numpy(np.zeros((2, 3), np.float32))
+    labels = np.array([0, 2], dtype=big.dtype.byteorder + "i8")
+    expected = paddle.nn.functional.cross_entropy(logits, np.array([0, 2], np.int64)).item()
+    assert paddle.nn.functional.cross_entropy(logits, labels).item() == expected
+
+
 def mlp_loss(x, w1, b1, w2, b2, labels):
     f = paddle.nn.functional
     h = f.relu(f.linear(x, w1, b1))

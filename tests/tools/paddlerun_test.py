@@ -492,6 +492,38 @@ class DefaultJobTest(unittest.TestCase):
                 tokens.append(found[0])
             self.assertNotEqual(tokens[0], tokens[1])
 
+    def test_a_worker_whose_launcher_died_before_it_could_arm_the_death_signal_exits(self):
+        """Found by tools/chaos: a launcher SIGKILLed while forking a worker left it running
+        (PR_SET_PDEATHSIG only covers deaths after it is set). The child checks its parent."""
+        from paddlerun import agent
+        pid = os.fork()
+        if pid == 0:
+            agent._die_with_parent(launcher_pid=1)  # "the launcher" is not our parent: gone
+            os._exit(0)  # not reached
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.WEXITSTATUS(status), 1)
+
+    def test_a_worker_stuck_after_another_succeeded_fails_the_job_naming_it(self):
+        """Found by tools/chaos: a worker SIGSTOPped at shutdown held the launcher forever while
+        the others had exited 0. --exit-timeout bounds that wait and names the stuck rank."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, signal\n"
+                        "if os.environ['RANK'] == '1':\n"
+                        "    os.kill(os.getpid(), signal.SIGSTOP)\n")
+            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
+                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
+            start = time.monotonic()
+            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
+                                "--exit-timeout=1", "--grace-s=1", script],
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertLess(time.monotonic() - start, 30)
+            self.assertRegex(p.stdout + p.stderr,
+                             r"rank 1 \(pid \d+\) is stopped \(SIGSTOP\?\) 1 s after another "
+                             r"worker of node 0 exited successfully")
+
 
 class RendezvousTest(unittest.TestCase):
     def setUp(self):

@@ -14,6 +14,7 @@ Agent.run() loops over rounds (Note [Node rendezvous] in rendezvous.py):
      until every node's did (or one failed, which restarts this node too).
 """
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -28,10 +29,26 @@ PR_SET_PDEATHSIG = 1
 EXIT_RENDEZVOUS = 3
 
 
-def _die_with_parent():
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+_LIBC = ctypes.CDLL("libc.so.6", use_errno=True)  # loaded before any fork, not in the child
+
+
+def _die_with_parent(launcher_pid):
+    """Runs in the child between fork and exec. The death signal only covers a launcher that
+    dies after prctl: one that died between the fork and here has already left this child to
+    init, which the parent pid tells."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher_pid:
+        os._exit(1)
     os.setpgid(0, 0)
+
+
+def _process_state(pid):
+    """The state letter of /proc/PID/stat ("T" stopped, "D" in I/O...), "" if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def describe(code):
@@ -110,7 +127,7 @@ class Agent:
                 env["PADDLE_SOCKET_IFNAME"] = a.nodes[a.group_rank]["host"]
             p = subprocess.Popen(self.command, env=env, cwd=self.cwd, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 preexec_fn=_die_with_parent)
+                                 preexec_fn=functools.partial(_die_with_parent, os.getpid()))
             self.workers.append((rank, local, p))
             mux.add(rank, local, p.stdout)
 
@@ -163,6 +180,7 @@ class Agent:
         beats = {}
         done = False
         next_check = 0.0
+        first_success = None  # when a worker of this node first exited 0
         while True:
             mux.pump(self.opts.monitor_interval)
             if self.signal is not None:
@@ -177,6 +195,10 @@ class Agent:
                 if all(p.poll() == 0 for _, _, p in self.workers):
                     done = True
                     self.store.add(f"r{a.round}/done", 1)
+                elif any(p.poll() == 0 for _, _, p in self.workers):
+                    first_success = first_success or time.monotonic()
+                    if time.monotonic() - first_success > self.opts.exit_timeout:
+                        return self._stuck_after_success(a)
             now = time.monotonic()
             if now >= next_check or done:
                 next_check = now + max(self.opts.monitor_interval, 0.05)
@@ -189,6 +211,20 @@ class Agent:
                     if int(self.store.get(f"r{a.round}/done") or 0) >= a.group_world_size:
                         return None
                     time.sleep(0.05)
+
+    def _stuck_after_success(self, a):
+        """A Failure naming the workers still running --exit-timeout after another one of this
+        node succeeded (a stopped or hung worker would otherwise hold the job forever)."""
+        stuck = []
+        for rank, local, p in self.workers:
+            if p.poll() is None:
+                state = _process_state(p.pid)
+                how = {"T": "stopped (SIGSTOP?)", "t": "stopped by a debugger",
+                       "D": "in uninterruptible I/O", "Z": "a zombie"}.get(state, "still running")
+                stuck.append((rank, f"rank {rank} (pid {p.pid}) is {how}"))
+        return Failure(f"{'; '.join(s for _, s in stuck)} {self.opts.exit_timeout:g} s after "
+                       f"another worker of node {a.group_rank} exited successfully "
+                       "(--exit-timeout)", 1, stuck[0][0] if stuck else None, local=True)
 
     def _report_local(self, f, a, mux):
         """Publishes a local failure to the other nodes and prints the worker's last lines."""

@@ -148,6 +148,10 @@ def build_parser():
         help="seconds without a heartbeat after which another node counts as dead (default 30)")
     add("--grace-s", dest="grace_s", type=float, default=5.0,
         help="seconds between SIGTERM and SIGKILL when stopping workers (default 5)")
+    add("--exit-timeout", dest="exit_timeout", type=float, default=None,
+        help="once a worker has exited successfully, seconds the others of this node get to "
+             "exit too before they count as stuck and the job fails naming them (default: "
+             "$PADDLE_TIMEOUT_S, the workers' collective timeout, else 300)"),
     add("--log-dir", "--log_dir", dest="log_dir", default="",
         help="write each worker's output to LOG_DIR/attempt_<restart>/rank_<RANK>.log; the "
              "console then shows only the launcher's own lines unless --tee is given")
@@ -211,8 +215,15 @@ def parse(argv):
         opts.endpoint = None
     if opts.rdzv_backend == "etcd" and opts.endpoint is None:
         raise UsageError("--rdzv-backend=etcd needs --rdzv-endpoint=HOST:PORT of etcd")
+    if opts.exit_timeout is None:
+        try:
+            opts.exit_timeout = float(os.environ.get("PADDLE_TIMEOUT_S", ""))
+        except ValueError:
+            opts.exit_timeout = 300.0
+        if not math.isfinite(opts.exit_timeout) or opts.exit_timeout <= 0:
+            opts.exit_timeout = 300.0  # also "0"/"inf", which mean no collective timeout
     for name in ("rdzv_timeout", "rdzv_last_call", "monitor_interval", "grace_s",
-                 "node_timeout"):
+                 "node_timeout", "exit_timeout"):
         value = getattr(opts, name)
         may_be_zero = name == "rdzv_last_call"
         if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS) or (

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -17,7 +18,108 @@ namespace {
 // every pending request at once, so this only bounds a broken transport.
 constexpr absl::Duration kDrainTimeout = absl::Seconds(30);
 
+// How long a receive waits for its message before it looks at the peer's stamp instead (Note
+// [Agreement check]): far beyond a message's usual latency, short against any timeout.
+constexpr absl::Duration kStampSlice = absl::Milliseconds(20);
+
 }  // namespace
+
+// Note [Agreement check]: one operation's stamps on one transport. Each peer gets this rank's
+// stamp before the first message sent to it, and its own stamp is received before the first
+// message received from it; the receive is posted with that message and waited for (and
+// compared) before the message is used.
+class PeerAgreement {
+ public:
+  PeerAgreement(Transport& transport, const CallStamp& stamp, std::vector<int64_t> send_counts,
+                std::vector<int64_t> recv_counts)
+      : transport_(transport),
+        stamp_(stamp),
+        send_counts_(std::move(send_counts)),
+        recv_counts_(std::move(recv_counts)),
+        peers_(static_cast<size_t>(transport.world_size())) {}
+  PeerAgreement(const PeerAgreement&) = delete;
+  PeerAgreement& operator=(const PeerAgreement&) = delete;
+
+  // The requests must finish before their buffers go. On success every receive was waited for
+  // and the sends left before the operation's own messages; anything else is an error path, where
+  // the transport is aborted already or now.
+  ~PeerAgreement() {
+    for (Peer& p : peers_) {
+      if (p.send != nullptr && !p.send->IsCompleted())
+        (void)p.send->Wait(Deadline::After(kDrainTimeout));
+      for (std::unique_ptr<TransportRequest>* request : {&p.send, &p.recv}) {
+        if (*request == nullptr || (*request)->IsCompleted()) continue;
+        transport_.Abort(absl::AbortedError(
+            "an agreement stamp (Note [Agreement check]) was abandoned because the operation "
+            "failed"));
+        const absl::Status s = (*request)->Wait(Deadline::After(kDrainTimeout));
+        PADDLE_CHECK((*request)->IsCompleted())
+            << "the " << transport_.name() << " transport left a request pending "
+            << absl::FormatDuration(kDrainTimeout) << " after Abort (" << s << ")";
+      }
+    }
+  }
+
+  const CallStamp& stamp() const { return stamp_; }
+
+  // The stamp for `peer`: alltoallv's pair counts filled in.
+  CallStamp StampFor(int peer) const {
+    CallStamp stamp = stamp_;
+    if (!send_counts_.empty()) {
+      stamp.send_count = send_counts_[static_cast<size_t>(peer)];
+      stamp.recv_count = recv_counts_[static_cast<size_t>(peer)];
+    }
+    return stamp;
+  }
+
+  void BeforeSend(int peer) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.sent) return;
+    p.sent = true;
+    p.out = StampFor(peer);
+    p.send = transport_.channel(peer).Send(&p.out, sizeof(CallStamp), kAgreementTag);
+  }
+
+  void BeforeRecv(int peer) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.posted) return;
+    p.posted = true;
+    p.recv = transport_.channel(peer).Recv(&p.in, sizeof(CallStamp), kAgreementTag);
+  }
+
+  bool Checked(int peer) const { return peers_[static_cast<size_t>(peer)].checked; }
+
+  // Waits for `peer`'s stamp the first time (OK at once after that); `*theirs` is then the stamp
+  // to compare, else null. A failed receive is the transport's error.
+  absl::Status Receive(int peer, const Deadline& deadline, const CallStamp** theirs) {
+    *theirs = nullptr;
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.checked) return absl::OkStatus();
+    PADDLE_CHECK(p.recv != nullptr) << "no stamp receive posted for rank " << peer;
+    RETURN_IF_ERROR(p.recv->Wait(deadline));
+    p.recv.reset();
+    p.checked = true;
+    *theirs = &p.in;
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Peer {
+    CallStamp out;
+    CallStamp in;
+    std::unique_ptr<TransportRequest> send;
+    std::unique_ptr<TransportRequest> recv;
+    bool sent = false;
+    bool posted = false;
+    bool checked = false;
+  };
+
+  Transport& transport_;
+  const CallStamp stamp_;
+  const std::vector<int64_t> send_counts_;
+  const std::vector<int64_t> recv_counts_;
+  std::vector<Peer> peers_;
+};
 
 uint64_t AlgorithmTag(uint64_t seq, uint32_t step) {
   PADDLE_CHECK(seq <= kMaxTagSeq) << "sequence number " << seq << " does not fit in a tag";
@@ -95,10 +197,32 @@ AlgorithmContext& AlgorithmContext::set_scratch_arena(std::shared_ptr<ScratchAre
   return *this;
 }
 
+AlgorithmContext& AlgorithmContext::set_stamp(const CallStamp& stamp,
+                                              std::vector<int64_t> send_counts,
+                                              std::vector<int64_t> recv_counts) {
+  PADDLE_CHECK(send_counts.size() == recv_counts.size() &&
+               (send_counts.empty() || send_counts.size() == static_cast<size_t>(size_)))
+      << "pair counts need one entry per rank";
+  agreement_ = std::make_shared<PeerAgreement>(*transport_, stamp, std::move(send_counts),
+                                               std::move(recv_counts));
+  return *this;
+}
+
+const CallStamp* AlgorithmContext::stamp() const {
+  return agreement_ != nullptr ? &agreement_->stamp() : nullptr;
+}
+
 AlgorithmContext AlgorithmContext::AfterSteps(uint32_t steps) const {
   AlgorithmContext next = *this;
   next.first_step_ += steps;
   return next;
+}
+
+AlgorithmContext AlgorithmContext::OnSubset(Transport& subset) const {
+  AlgorithmContext sub(subset, op_name_, seq_, deadline_);
+  sub.set_piece_bytes(piece_bytes_);
+  if (agreement_ != nullptr) sub.set_stamp(agreement_->stamp());
+  return sub;
 }
 
 ErrorContext AlgorithmContext::Describe() const {
@@ -121,6 +245,14 @@ PeerMessage AlgorithmContext::Post(int peer, void* data, size_t bytes, uint32_t 
       << what << ": rank " << rank_ << "/" << size_ << " cannot message peer " << peer;
   Channel& channel = transport_->channel(peer);
   const uint64_t tag = Tag(step);
+  if (agreement_ != nullptr) {
+    // Note [Agreement check]: the stamp goes (or is expected) first on this link.
+    if (is_send) {
+      agreement_->BeforeSend(peer);
+    } else {
+      agreement_->BeforeRecv(peer);
+    }
+  }
   message.request_ = is_send ? channel.Send(data, bytes, tag) : channel.Recv(data, bytes, tag);
   PADDLE_LOG(TRACE, COLL) << op_name_ << " #" << seq_ << " " << what << " step " << message.step_
                           << ": posted " << (is_send ? "send of " : "receive of ") << bytes
@@ -141,11 +273,54 @@ PeerMessage AlgorithmContext::Recv(int peer, void* data, size_t bytes, uint32_t 
 
 absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
   if (message.request_ == nullptr) return absl::OkStatus();
-  absl::Status s = message.request_->Wait(deadline_);
+  absl::Status s;
+  if (agreement_ != nullptr && !message.is_send_ && !agreement_->Checked(message.peer_)) {
+    // Note [Agreement check]: the peer's stamp left just before this message, so waiting for the
+    // message first costs one wake-up for both. A peer silent for kStampSlice may be in another
+    // call, sending on other tags: its stamp (one tag for all calls) then tells, before the
+    // message is waited for again.
+    s = message.request_->Wait(Deadline::After(std::min(kStampSlice, deadline_.Remaining())));
+    if (absl::IsDeadlineExceeded(s) && !deadline_.Expired()) {
+      RETURN_IF_ERROR(CheckPeerStamp(message, /*message_ok=*/true));
+      s = message.request_->Wait(deadline_);
+    }
+    // When the message itself failed (a size mismatch poisons the transport), a stamp that
+    // arrived explains why better.
+    RETURN_IF_ERROR(CheckPeerStamp(message, s.ok()));
+  } else {
+    s = message.request_->Wait(deadline_);
+  }
   if (s.ok()) {
     message.request_.reset();
     return s;
   }
+  return MessageFailed(message, s, "");
+}
+
+absl::Status AlgorithmContext::CheckPeerStamp(PeerMessage& message, bool message_ok) const {
+  const int peer = message.peer_;
+  const CallStamp* theirs = nullptr;
+  absl::Status s = agreement_->Receive(
+      peer, message_ok ? deadline_ : Deadline::After(absl::ZeroDuration()), &theirs);
+  if (!s.ok()) {
+    // Without its stamp the message's own error stands.
+    return message_ok ? MessageFailed(message, s, "its agreement stamp") : absl::OkStatus();
+  }
+  if (theirs == nullptr) return absl::OkStatus();
+  const CallStamp mine = agreement_->StampFor(peer);
+  if (StampsAgree(mine, *theirs)) return absl::OkStatus();
+  absl::Status error =
+      StampMismatchError(rank_, size_, peer, transport_->channel(peer).peer_address(), mine,
+                         *theirs, absl::StrCat(transport_->name(), " transport"));
+  PADDLE_LOG(INFO, COLL) << error;
+  // Poisoned before the peer's data is used: it is never reduced into a result nor forwarded.
+  transport_->Abort(error);
+  message.Drain();
+  return error;
+}
+
+absl::Status AlgorithmContext::MessageFailed(PeerMessage& message, const absl::Status& s,
+                                             absl::string_view what) const {
   const int peer = message.peer_;
   std::string hint;
   if (s.code() == absl::StatusCode::kDeadlineExceeded) {
@@ -157,15 +332,16 @@ absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
         "this transport is closed now; the cause above names the rank that failed first, whose "
         "own log has the original error";
   }
-  const std::string what = absl::StrCat(
-      message.what_, " step ", message.step_, ": ", message.is_send_ ? "sending " : "receiving ",
-      message.bytes_, " bytes ", message.is_send_ ? "to" : "from", " rank ", peer);
+  std::string part = absl::StrCat(message.what_, " step ", message.step_, ": ",
+                                  message.is_send_ ? "sending " : "receiving ", message.bytes_,
+                                  " bytes ", message.is_send_ ? "to" : "from", " rank ", peer);
+  if (!what.empty()) absl::StrAppend(&part, " (waiting for ", what, ")");
   absl::Status error = Describe()
                            .Peer(peer, transport_->channel(peer).peer_address())
                            .Bytes(static_cast<int64_t>(message.bytes_))
                            .Waited(deadline_.Elapsed(), deadline_.timeout())
                            .Hint(hint)
-                           .Wrap(Annotate(s, what));
+                           .Wrap(Annotate(s, part));
   PADDLE_LOG(INFO, COLL) << error;
   // Note [Algorithm errors]: poison the transport, then drain this request (the abort fails it).
   transport_->Abort(error);

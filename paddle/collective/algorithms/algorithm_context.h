@@ -19,8 +19,9 @@
 // operations on one transport therefore never take each other's messages, even when one rank runs
 // ahead, and a stray message names its step. Pieces of one step between one pair share the tag:
 // the transport delivers messages with one tag in the order they were sent. Bit 63 is never set by
-// an algorithm; it is left for the communicator's own control messages. No algorithm sends a
-// zero-byte message: both sides of every message know its size, and skip it when it is empty.
+// an algorithm; it marks control messages: the context's own stamps (kAgreementTag, Note
+// [Agreement check] in paddle/collective/call_stamp.h) and the communicator's. No algorithm sends
+// a zero-byte message: both sides of every message know its size, and skip it when it is empty.
 //
 // Note [Algorithm errors]
 // A failed send or receive ends the whole operation. `Wait` returns the transport's error with
@@ -37,10 +38,12 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "paddle/collective/call_stamp.h"
 #include "paddle/collective/transport/transport.h"
 #include "paddle/core/deadline.h"
 #include "paddle/core/dtype.h"
@@ -52,6 +55,9 @@ namespace paddle {
 constexpr int kTagStepBits = 20;
 constexpr uint64_t kMaxTagSeq = (uint64_t{1} << (63 - kTagStepBits)) - 1;
 uint64_t AlgorithmTag(uint64_t seq, uint32_t step);
+// The stamps of Note [Agreement check]. No sequence number: the k-th stamp one rank sends a peer
+// meets the k-th stamp that peer expects, so drifted sequence numbers are reported, not waited on.
+constexpr uint64_t kAgreementTag = (uint64_t{1} << 63) | 1;
 
 // Default size of the pieces that pipelined algorithms cut their blocks into, and of the segments
 // that tree algorithms work through one at a time (bounding their scratch memory).
@@ -61,6 +67,7 @@ constexpr size_t kDefaultPieceBytes = size_t{256} << 10;
 constexpr size_t kPipelineSends = 4;
 
 class AlgorithmContext;
+class PeerAgreement;
 
 // Scratch memory kept from one operation to the next: a fresh std::vector per call cost a zeroing
 // pass plus, above malloc's mmap threshold, an mmap, a page fault per 4 KiB and an munmap, which
@@ -127,9 +134,22 @@ class AlgorithmContext {
   uint8_t* Scratch(size_t bytes) const;
   AlgorithmContext& set_scratch_arena(std::shared_ptr<ScratchArena> arena);
 
+  // Note [Agreement check]: with a stamp set, the first message sent to each peer is preceded by
+  // this rank's stamp, and the first message received from each peer is used only once that
+  // peer's stamp matched (Wait fails with the mismatch otherwise, the transport aborted).
+  // `send_counts` / `recv_counts` (alltoallv, one per rank) fill each peer's stamp's pair counts.
+  // Copies made by AfterSteps share the peers' state; set it before the first message.
+  AlgorithmContext& set_stamp(const CallStamp& stamp, std::vector<int64_t> send_counts = {},
+                              std::vector<int64_t> recv_counts = {});
+  // The stamp set, if any (the workspace collectives compare it per round).
+  const CallStamp* stamp() const;
+
   // A copy whose steps start `steps` later: the second phase of a composite algorithm (ring
   // allreduce = reduce-scatter, then allgather) gets tags of its own.
   AlgorithmContext AfterSteps(uint32_t steps) const;
+  // The same operation among a subset of the ranks (`subset` views this context's transport):
+  // same name, sequence number, deadline, piece size and stamp, its own peers.
+  AlgorithmContext OnSubset(Transport& subset) const;
   uint64_t Tag(uint32_t step) const { return AlgorithmTag(seq_, first_step_ + step); }
 
   // Post a message of `bytes` to/from `peer` for `step`; `what` ("ring allgather") is a string
@@ -161,6 +181,13 @@ class AlgorithmContext {
                    bool is_send) const;
   // The context part of every error: rank, op and time.
   ErrorContext Describe() const;
+  // Note [Algorithm errors] for `message`, which failed with `s` (`what`: "" for the message
+  // itself, else the part that failed, e.g. the peer's stamp).
+  absl::Status MessageFailed(PeerMessage& message, const absl::Status& s,
+                             absl::string_view what) const;
+  // Note [Agreement check]: before `message` (a receive, which `message_ok` or failed) is used,
+  // its peer's stamp; after a failed message only a stamp already there.
+  absl::Status CheckPeerStamp(PeerMessage& message, bool message_ok) const;
 
   Transport* transport_;
   int rank_;
@@ -170,6 +197,7 @@ class AlgorithmContext {
   Deadline deadline_;
   size_t piece_bytes_ = kDefaultPieceBytes;
   mutable std::shared_ptr<ScratchArena> arena_;  // shared by the copies made by AfterSteps
+  std::shared_ptr<PeerAgreement> agreement_;     // shared by the copies made by AfterSteps
   uint32_t first_step_ = 0;
 };
 

@@ -42,6 +42,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle/collective/algorithms/partition.h"
+#include "paddle/collective/call_stamp.h"
 #include "paddle/collective/transport/subset_transport.h"
 #include "paddle/core/status.h"
 
@@ -63,6 +64,35 @@ absl::Status Failed(const AlgorithmContext& ctx, NodeWorkspace& ws, const absl::
     const absl::Status ws_status_ = (expr);                       \
     if (!ws_status_.ok()) return Failed((ctx), (ws), ws_status_); \
   } while (0)
+
+// Note [Agreement check]: this rank's stamp beside its slot buffer of `round`, published by its
+// next Post. Only after ReserveSlot: a peer may still read the stamp of round - 2.
+void WriteStamp(const AlgorithmContext& ctx, NodeWorkspace& ws, uint64_t round) {
+  if (const CallStamp* stamp = ctx.stamp(); stamp != nullptr) {
+    std::memcpy(ws.round_stamp(ws.local_rank(), static_cast<int>(round & 1)), stamp,
+                sizeof(CallStamp));
+  }
+}
+
+// Step 1's end: this rank's slot holds its input of `round`, and its stamp is beside it.
+void PostInput(const AlgorithmContext& ctx, NodeWorkspace& ws, uint64_t round) {
+  WriteStamp(ctx, ws, round);
+  ws.Post(Phase(round, 1));
+}
+
+// Waits until local rank `local` posted its input of `round`, and checks that it is the input of
+// the same call (Note [Agreement check]) before anybody reads it.
+absl::Status WaitInput(const AlgorithmContext& ctx, NodeWorkspace& ws, int local, uint64_t round) {
+  RETURN_IF_ERROR(ws.WaitFor(local, Phase(round, 1), ctx.deadline()));
+  const CallStamp* mine = ctx.stamp();
+  if (mine == nullptr) return absl::OkStatus();
+  const uint8_t* theirs = ws.round_stamp(local, static_cast<int>(round & 1));
+  if (std::memcmp(theirs, mine, sizeof(CallStamp)) == 0) return absl::OkStatus();
+  CallStamp other;
+  std::memcpy(&other, theirs, sizeof(CallStamp));
+  return StampMismatchError(ws.global_rank(ws.local_rank()), ctx.size(), ws.global_rank(local), "",
+                            *mine, other, "node workspace");
+}
 
 // Step 1's first half: the slot buffer of round R is free once every peer read it in R - 2.
 absl::Status ReserveSlot(const AlgorithmContext& ctx, NodeWorkspace& ws, uint64_t round) {
@@ -116,13 +146,13 @@ absl::Status BlockRounds(const AlgorithmContext& ctx, NodeWorkspace& ws, const u
         std::memcpy(own + l * sub_bytes, input + ByteOffset(p.offset, dtype), p.count * es);
       }
     }
-    ws.Post(Phase(round, 1));
+    PostInput(ctx, ws, round);
 
     const ElementRange p = PieceOf(mine, k, piece);
     uint8_t* acc = in_place ? gather_into + ByteOffset(p.offset, dtype) : own + me * sub_bytes;
     for (int i = 1; i < n; ++i) {
       const int j = (me + i) % n;
-      WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(j, Phase(round, 1), ctx.deadline()));
+      WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, j, round));
       WS_RETURN_IF_ERROR(ctx, ws,
                          Reduce(acc, ws.slot(j, buffer) + me * sub_bytes, p.count, dtype, op));
     }
@@ -178,11 +208,11 @@ absl::Status GatherRounds(const AlgorithmContext& ctx, NodeWorkspace& ws, const 
                     src + ByteOffset(p.offset - mine.offset, dtype), p.count * es);
       }
     }
-    ws.Post(Phase(round, 1));
+    PostInput(ctx, ws, round);
     for (int i = 1; i < n; ++i) {
       const int j = (me + i) % n;
       const ElementRange q = PieceOf(blocks[static_cast<size_t>(j)], k, piece);
-      WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(j, Phase(round, 1), ctx.deadline()));
+      WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, j, round));
       if (q.count > 0) {
         std::memcpy(output + ByteOffset(q.offset, dtype), ws.slot(j, buffer), q.count * es);
       }
@@ -203,11 +233,11 @@ absl::Status SmallAllreduce(const AlgorithmContext& ctx, NodeWorkspace& ws, uint
   const int buffer = static_cast<int>(round & 1);
   WS_RETURN_IF_ERROR(ctx, ws, ReserveSlot(ctx, ws, round));
   std::memcpy(ws.slot(me, buffer), data, bytes);
-  ws.Post(Phase(round, 1));
-  WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(0, Phase(round, 1), ctx.deadline()));
+  PostInput(ctx, ws, round);
+  WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, 0, round));
   if (me != 0) std::memcpy(data, ws.slot(0, buffer), bytes);
   for (int j = 1; j < n; ++j) {
-    if (j != me) WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(j, Phase(round, 1), ctx.deadline()));
+    if (j != me) WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, j, round));
     WS_RETURN_IF_ERROR(ctx, ws, Reduce(data, ws.slot(j, buffer), count, dtype, op));
   }
   if (op == ReduceOp::kAvg) WS_RETURN_IF_ERROR(ctx, ws, FinishAvg(data, count, dtype, n));
@@ -284,12 +314,15 @@ absl::Status ShmBroadcast(const AlgorithmContext& ctx, NodeWorkspace& ws, void* 
     const uint64_t round = ws.round();
     const int buffer = static_cast<int>(round & 1);
     const ElementRange p = PieceOf(all, k, piece);
+    WS_RETURN_IF_ERROR(ctx, ws, ReserveSlot(ctx, ws, round));
     if (me == root) {
-      WS_RETURN_IF_ERROR(ctx, ws, ReserveSlot(ctx, ws, round));
       std::memcpy(ws.slot(root, buffer), bytes + ByteOffset(p.offset, dtype), p.count * es);
-      ws.Post(Phase(round, 1));
+      PostInput(ctx, ws, round);
     } else {
-      WS_RETURN_IF_ERROR(ctx, ws, ws.WaitFor(root, Phase(round, 1), ctx.deadline()));
+      // Nobody reads a non-root's slot, but a rank that takes it for the root (another root
+      // argument) reads its stamp, which then names this rank's call.
+      WriteStamp(ctx, ws, round);
+      WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, root, round));
       std::memcpy(bytes + ByteOffset(p.offset, dtype), ws.slot(root, buffer), p.count * es);
     }
     ws.Post(Phase(round, 3));
@@ -382,8 +415,7 @@ absl::Status PipelinedHierarchicalAllreduce(const AlgorithmContext& ctx, NodeWor
                         (count + kMaxHierarchicalChunks - 1) / kMaxHierarchicalChunks);
   const int64_t chunks = (count + chunk - 1) / chunk;
   SubsetTransport cross(ctx.transport(), cross_ranks);
-  AlgorithmContext cross_ctx(cross, ctx.op_name(), ctx.seq(), ctx.deadline());
-  cross_ctx.set_piece_bytes(ctx.piece_bytes());
+  const AlgorithmContext cross_ctx = ctx.OnSubset(cross);
   // Chunk k: its elements, its blocks, this rank's block.
   auto range = [&](int64_t k) {
     return ElementRange{k * chunk, std::min(chunk, count - k * chunk)};
@@ -466,8 +498,7 @@ absl::Status HierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& w
   }
   if (cross_ranks.size() > 1) {
     SubsetTransport cross(ctx.transport(), cross_ranks);
-    AlgorithmContext cross_ctx(cross, ctx.op_name(), ctx.seq(), ctx.deadline());
-    cross_ctx.set_piece_bytes(ctx.piece_bytes());
+    const AlgorithmContext cross_ctx = ctx.OnSubset(cross);
     absl::Status s = selector.Allreduce(cross_ctx, my_block, mine.count, dtype, partial_op);
     if (!s.ok()) {
       ws.Abort(s);

@@ -5,15 +5,13 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <set>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/reducer/device_memory.h"
+#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
@@ -65,6 +63,10 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
                                                          Communicator* comm,
                                                          const ReducerOptions& options) {
   if (comm == nullptr) return absl::InvalidArgumentError("Reducer needs a communicator");
+  ReducerOptions resolved = options;
+  if (!resolved.stall_warning.has_value()) {
+    ASSIGN_OR_RETURN(resolved.stall_warning, StallWarningFromEnv());
+  }
   std::set<const void*> ids;
   std::vector<BucketParam> sizes;
   // Note [Reducer devices]: every parameter on one device, the buckets' device.
@@ -93,7 +95,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
   }
   ASSIGN_OR_RETURN(BucketLayout layout,
                    AssignBuckets(sizes, {options.first_bucket_bytes, options.bucket_bytes}));
-  std::unique_ptr<Reducer> reducer(new Reducer(std::move(params), comm, options));
+  std::unique_ptr<Reducer> reducer(new Reducer(std::move(params), comm, std::move(resolved)));
   reducer->device_ = device;
   RETURN_IF_ERROR(reducer->Build(layout));
   for (int64_t i = 0; i < static_cast<int64_t>(reducer->params_.size()); ++i) {
@@ -101,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
     reducer->params_[i].hook = reducer->params_[i].var.AddGradReadyHook(
         [self, i](const autograd::Variable&) { self->OnGradReady(i); });
   }
-  if (options.stall_warning > absl::ZeroDuration()) {
+  if (*reducer->options_.stall_warning > absl::ZeroDuration()) {
     reducer->stall_thread_ = std::thread([self = reducer.get()] { self->WatchForStalls(); });
   }
   return reducer;
@@ -357,14 +359,12 @@ absl::Status Reducer::WaitAll() {
 // thread looks every quarter interval (no wake-up per bucket: on the development VM each one is a
 // hypervisor exit), so the first warning of a wait comes one to one and a quarter intervals into
 // it.
-absl::Duration DefaultStallWarning() {
-  static const absl::Duration warning = [] {
-    const char* env = std::getenv("PADDLE_STALL_WARNING_S");
-    double seconds = 60;
-    if (env != nullptr && !absl::SimpleAtod(env, &seconds)) seconds = 60;
-    return absl::Seconds(std::max(0.0, seconds));
-  }();
-  return warning;
+absl::StatusOr<absl::Duration> StallWarningFromEnv() {
+  ASSIGN_OR_RETURN(std::optional<absl::Duration> warning,
+                   SecondsFromEnv("PADDLE_STALL_WARNING_S", /*inf_ok=*/false,
+                                  "how long a gradient bucket may wait before the reducer warns; "
+                                  "0 turns the warnings off"));
+  return warning.value_or(absl::Seconds(60));
 }
 
 absl::Status Reducer::WaitBucket(int b) {
@@ -385,7 +385,7 @@ absl::Status Reducer::WaitBucket(int b) {
 
 void Reducer::WatchForStalls() {
   pthread_setname_np(pthread_self(), "paddle-stall");  // how it shows in top and gdb
-  const absl::Duration interval = options_.stall_warning;
+  const absl::Duration interval = *options_.stall_warning;
   uint64_t wait = 0;  // the wait the reports count belongs to
   int reports = 0;
   std::unique_lock<std::mutex> lock(stall_mu_);

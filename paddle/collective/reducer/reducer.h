@@ -54,6 +54,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -74,8 +75,9 @@ enum class Compression { kNone, kFp16, kBf16 };
 absl::string_view CompressionName(Compression compression);  // "none", "fp16", "bf16"
 absl::StatusOr<Compression> ParseCompression(absl::string_view name);
 
-// PADDLE_STALL_WARNING_S (default 60; 0 turns the stall inspector off).
-absl::Duration DefaultStallWarning();
+// PADDLE_STALL_WARNING_S in seconds (default 60; 0 turns the stall inspector off); kInvalidArgument
+// naming the variable when it is set to anything but a finite number >= 0.
+absl::StatusOr<absl::Duration> StallWarningFromEnv();
 
 struct ReducerOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
@@ -84,9 +86,9 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   absl::Duration timeout = absl::ZeroDuration();  // zero: the communicator's
   // Note [Stall inspector]: how long a bucket may wait before the reducer reports which ranks
-  // have not reached it (zero: never), and the group's store it compares notes through (without
-  // one the report only says what this rank waits for).
-  absl::Duration stall_warning = DefaultStallWarning();
+  // have not reached it (zero: never; unset: StallWarningFromEnv()), and the group's store it
+  // compares notes through (without one the report only says what this rank waits for).
+  std::optional<absl::Duration> stall_warning;
   std::shared_ptr<Store> store;
 };
 

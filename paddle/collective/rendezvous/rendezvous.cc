@@ -164,6 +164,8 @@ RendezvousResult::~RendezvousResult() {
 
 absl::StatusOr<RendezvousResult> Rendezvous(absl::string_view url, absl::Duration timeout) {
   Deadline deadline = Deadline::After(timeout);
+  // The option defaults below read these; a malformed one is the user's error, not an abort.
+  RETURN_IF_ERROR(CheckTimeoutEnvironment());
   ASSIGN_OR_RETURN(RendezvousUrl parsed, ParseRendezvousUrl(url));
   RendezvousResult result;
   result.rank = parsed.rank;

@@ -293,9 +293,16 @@ absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url) {
     if (!n.ok()) return n.status();
     *target = *n;
   }
-  if (out.world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "rendezvous URL '%s': world_size is %d; it must be at least 1", url, out.world_size));
+  // Where the world size came from: the query, or the variable env:// read it from.
+  std::string size_source = "world_size";
+  if (!fields.contains("world_size") && !out.rank_source.empty()) {
+    size_source = absl::StrCat("world_size (environment variable ",
+                               out.rank_source.substr(out.rank_source.find('/') + 1), ")");
+  }
+  if (out.world_size < 1 || out.world_size > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rendezvous URL '%s': %s is %d; it must be from 1 to %d", url, size_source,
+                        out.world_size, kMaxWorldSize));
   }
   if (out.rank < 0 || out.rank >= out.world_size) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -26,6 +26,11 @@ namespace paddle {
 
 enum class RendezvousScheme { kEnv, kTcp, kFile, kEtcd };
 
+// The largest world size a rendezvous accepts. Rank 0 keeps state per rank (store keys, a
+// channel per peer), so a typo such as WORLD_SIZE=2000000000 must be an error before it
+// allocates; 2^20 ranks is ten times the largest jobs run today.
+inline constexpr int kMaxWorldSize = 1 << 20;
+
 struct RendezvousUrl {
   RendezvousScheme scheme = RendezvousScheme::kTcp;
   std::string host;  // env, tcp, etcd
@@ -42,7 +47,8 @@ struct RendezvousUrl {
   std::string source;
 };
 
-// Parses `url`, reading the environment for env://.
+// Parses `url`, reading the environment for env://. kInvalidArgument naming the field or variable
+// for anything malformed, a rank outside 0..world_size-1 or a world size outside 1..kMaxWorldSize.
 absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url);
 
 }  // namespace paddle

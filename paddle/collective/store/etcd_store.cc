@@ -102,143 +102,129 @@ absl::Status CurlStatus(CURLcode rc, const char* error_buffer) {
 
 }  // namespace
 
-// A parsed JSON value: just enough of JSON for the gateway's replies. Numbers keep their text
-// (etcd sends int64 fields as strings anyway); a missing field reads as null, so lookups chain.
-class EtcdStore::JsonValue {
- public:
-  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+// The gateway's JSON: a recursive-descent reader of one value (etcd_store.h has the contract).
+struct EtcdJson::Parser {
+  absl::string_view in;
+  size_t pos = 0;
 
-  static absl::StatusOr<JsonValue> Parse(absl::string_view text) {
-    Parser parser{text};
-    JsonValue value;
-    absl::Status status = parser.ParseValue(value, 0);
-    if (status.ok()) {
-      parser.SkipSpace();
-      if (parser.pos != text.size()) status = parser.Error("trailing characters");
-    }
-    if (!status.ok()) return status;
-    return value;
+  absl::Status Error(absl::string_view what) const {
+    return absl::InternalError(absl::StrCat("bad JSON from etcd (", what, " at byte ", pos,
+                                            "): ", absl::CHexEscape(in.substr(0, 200))));
   }
-
-  // The field `name` of an object; null if this is not an object or has no such field.
-  const JsonValue& operator[](absl::string_view name) const {
-    for (const auto& field : fields_) {
-      if (field.first == name) return field.second;
-    }
-    return Null();
+  void SkipSpace() {
+    while (pos < in.size() && strchr(" \t\r\n", in[pos]) != nullptr) ++pos;
   }
-  const JsonValue& operator[](size_t i) const { return i < items_.size() ? items_[i] : Null(); }
-
-  bool IsNull() const { return kind_ == Kind::kNull; }
-  const std::string& text() const { return text_; }
-  bool AsBool() const { return kind_ == Kind::kBool && text_ == "true"; }
-  // int64 fields come as "123" or 123; a missing one is proto3's default, 0.
-  int64_t AsInt() const {
-    int64_t v = 0;
-    if (kind_ == Kind::kString || kind_ == Kind::kNumber) (void)absl::SimpleAtoi(text_, &v);
-    return v;
+  bool Consume(absl::string_view word) {
+    if (!absl::StartsWith(in.substr(pos), word)) return false;
+    pos += word.size();
+    return true;
   }
-  // A base64 bytes field, decoded; a missing one is "".
-  absl::StatusOr<std::string> AsBytes() const {
-    return kind_ == Kind::kString ? Base64Decode(text_) : std::string();
+  absl::Status ParseValue(EtcdJson& out, int depth) {
+    if (depth > 64) return Error("nested too deeply");
+    SkipSpace();
+    if (pos >= in.size()) return Error("unexpected end");
+    char c = in[pos];
+    if (c == '{') return ParseObject(out, depth);
+    if (c == '[') return ParseArray(out, depth);
+    if (c == '"') {
+      out.kind_ = Kind::kString;
+      return ParseString(out.text_);
+    }
+    for (absl::string_view word : {"true", "false"}) {
+      if (Consume(word)) {
+        out.kind_ = Kind::kBool;
+        out.text_ = std::string(word);
+        return absl::OkStatus();
+      }
+    }
+    if (Consume("null")) return absl::OkStatus();
+    size_t start = pos;
+    while (pos < in.size() && strchr("+-0123456789.eE", in[pos]) != nullptr) ++pos;
+    if (pos == start) return Error("unexpected character");
+    out.kind_ = Kind::kNumber;
+    out.text_ = std::string(in.substr(start, pos - start));
+    return absl::OkStatus();
   }
-
- private:
-  static const JsonValue& Null() {
-    static const JsonValue* const kNull = new JsonValue();
-    return *kNull;
-  }
-
-  struct Parser {
-    absl::string_view in;
-    size_t pos = 0;
-
-    absl::Status Error(absl::string_view what) const {
-      return absl::InternalError(absl::StrCat("bad JSON from etcd (", what, " at byte ", pos,
-                                              "): ", absl::CHexEscape(in.substr(0, 200))));
-    }
-    void SkipSpace() {
-      while (pos < in.size() && strchr(" \t\r\n", in[pos]) != nullptr) ++pos;
-    }
-    bool Consume(absl::string_view word) {
-      if (!absl::StartsWith(in.substr(pos), word)) return false;
-      pos += word.size();
-      return true;
-    }
-    absl::Status ParseValue(JsonValue& out, int depth) {
-      if (depth > 64) return Error("nested too deeply");
+  absl::Status ParseObject(EtcdJson& out, int depth) {
+    out.kind_ = Kind::kObject;
+    ++pos;  // '{'
+    SkipSpace();
+    if (Consume("}")) return absl::OkStatus();
+    while (true) {
       SkipSpace();
-      if (pos >= in.size()) return Error("unexpected end");
-      char c = in[pos];
-      if (c == '{') return ParseObject(out, depth);
-      if (c == '[') return ParseArray(out, depth);
-      if (c == '"') {
-        out.kind_ = Kind::kString;
-        return ParseString(out.text_);
-      }
-      for (absl::string_view word : {"true", "false"}) {
-        if (Consume(word)) {
-          out.kind_ = Kind::kBool;
-          out.text_ = std::string(word);
-          return absl::OkStatus();
-        }
-      }
-      if (Consume("null")) return absl::OkStatus();
-      size_t start = pos;
-      while (pos < in.size() && strchr("+-0123456789.eE", in[pos]) != nullptr) ++pos;
-      if (pos == start) return Error("unexpected character");
-      out.kind_ = Kind::kNumber;
-      out.text_ = std::string(in.substr(start, pos - start));
-      return absl::OkStatus();
-    }
-    absl::Status ParseObject(JsonValue& out, int depth) {
-      out.kind_ = Kind::kObject;
-      ++pos;  // '{'
+      std::string name;
+      if (pos >= in.size() || in[pos] != '"') return Error("expected a field name");
+      RETURN_IF_ERROR(ParseString(name));
+      SkipSpace();
+      if (!Consume(":")) return Error("expected ':'");
+      out.fields_.emplace_back(std::move(name), EtcdJson());
+      RETURN_IF_ERROR(ParseValue(out.fields_.back().second, depth + 1));
       SkipSpace();
       if (Consume("}")) return absl::OkStatus();
-      while (true) {
-        SkipSpace();
-        std::string name;
-        if (pos >= in.size() || in[pos] != '"') return Error("expected a field name");
-        RETURN_IF_ERROR(ParseString(name));
-        SkipSpace();
-        if (!Consume(":")) return Error("expected ':'");
-        out.fields_.emplace_back(std::move(name), JsonValue());
-        RETURN_IF_ERROR(ParseValue(out.fields_.back().second, depth + 1));
-        SkipSpace();
-        if (Consume("}")) return absl::OkStatus();
-        if (!Consume(",")) return Error("expected ',' or '}'");
-      }
+      if (!Consume(",")) return Error("expected ',' or '}'");
     }
-    absl::Status ParseArray(JsonValue& out, int depth) {
-      out.kind_ = Kind::kArray;
-      ++pos;  // '['
+  }
+  absl::Status ParseArray(EtcdJson& out, int depth) {
+    out.kind_ = Kind::kArray;
+    ++pos;  // '['
+    SkipSpace();
+    if (Consume("]")) return absl::OkStatus();
+    while (true) {
+      out.items_.emplace_back();
+      RETURN_IF_ERROR(ParseValue(out.items_.back(), depth + 1));
       SkipSpace();
       if (Consume("]")) return absl::OkStatus();
-      while (true) {
-        out.items_.emplace_back();
-        RETURN_IF_ERROR(ParseValue(out.items_.back(), depth + 1));
-        SkipSpace();
-        if (Consume("]")) return absl::OkStatus();
-        if (!Consume(",")) return Error("expected ',' or ']'");
-      }
+      if (!Consume(",")) return Error("expected ',' or ']'");
     }
-    absl::Status ParseString(std::string& out) {
-      const size_t start = ++pos;  // past '"'
-      while (pos < in.size() && in[pos] != '"') pos += in[pos] == '\\' ? 2 : 1;
-      if (pos >= in.size()) return Error("unterminated string");
-      // Go's encoder, which etcd uses, writes only escapes that C has too (\" \\ \n \r \t and
-      // \uXXXX for the rest), so CUnescape decodes them.
-      if (!absl::CUnescape(in.substr(start, pos++ - start), &out)) return Error("bad escape");
-      return absl::OkStatus();
-    }
-  };
-
-  Kind kind_ = Kind::kNull;
-  std::string text_;
-  std::vector<JsonValue> items_;
-  std::vector<std::pair<std::string, JsonValue>> fields_;
+  }
+  absl::Status ParseString(std::string& out) {
+    const size_t start = ++pos;  // past '"'
+    while (pos < in.size() && in[pos] != '"') pos += in[pos] == '\\' ? 2 : 1;
+    if (pos >= in.size()) return Error("unterminated string");
+    // Go's encoder, which etcd uses, writes only escapes that C has too (\" \\ \n \r \t and
+    // \uXXXX for the rest), so CUnescape decodes them.
+    if (!absl::CUnescape(in.substr(start, pos++ - start), &out)) return Error("bad escape");
+    return absl::OkStatus();
+  }
 };
+
+absl::StatusOr<EtcdJson> EtcdJson::Parse(absl::string_view text) {
+  Parser parser{text};
+  EtcdJson value;
+  absl::Status status = parser.ParseValue(value, 0);
+  if (status.ok()) {
+    parser.SkipSpace();
+    if (parser.pos != text.size()) status = parser.Error("trailing characters");
+  }
+  if (!status.ok()) return status;
+  return value;
+}
+
+const EtcdJson& EtcdJson::operator[](absl::string_view name) const {
+  for (const auto& field : fields_) {
+    if (field.first == name) return field.second;
+  }
+  return Null();
+}
+
+const EtcdJson& EtcdJson::operator[](size_t i) const {
+  return i < items_.size() ? items_[i] : Null();
+}
+
+int64_t EtcdJson::AsInt() const {
+  int64_t v = 0;
+  if (kind_ == Kind::kString || kind_ == Kind::kNumber) (void)absl::SimpleAtoi(text_, &v);
+  return v;
+}
+
+absl::StatusOr<std::string> EtcdJson::AsBytes() const {
+  return kind_ == Kind::kString ? Base64Decode(text_) : std::string();
+}
+
+const EtcdJson& EtcdJson::Null() {
+  static const EtcdJson* const kNull = new EtcdJson();
+  return *kNull;
+}
 
 // Posts JSON bodies to the gateway. Handles (each with its own connection cache) are pooled so
 // concurrent calls from many threads neither share one nor reconnect each time.
@@ -262,10 +248,10 @@ class EtcdStore::Http {
   // Posts `body` to `path` and returns the parsed reply. `what` ("set key \"a\"") heads every
   // error; the request ends by `deadline`; refused connections are retried for `connect_timeout`
   // (Note [Retries]); `abort` (optional) cancels the request when it turns true.
-  absl::StatusOr<JsonValue> Post(absl::string_view path, const std::string& body,
-                                 absl::string_view what, const Deadline& deadline,
-                                 absl::Duration connect_timeout,
-                                 const std::atomic<bool>* abort = nullptr) {
+  absl::StatusOr<EtcdJson> Post(absl::string_view path, const std::string& body,
+                                absl::string_view what, const Deadline& deadline,
+                                absl::Duration connect_timeout,
+                                const std::atomic<bool>* abort = nullptr) {
     const std::string url = absl::StrCat(base_url_, path);
     const Deadline connect_deadline = Deadline::After(connect_timeout);
     absl::Duration backoff = absl::Milliseconds(20);
@@ -374,10 +360,10 @@ class EtcdStore::Http {
     return std::max<long>(deadline.PollTimeoutMillis(), absl::ToInt64Milliseconds(kMinRequestTime));
   }
 
-  absl::StatusOr<JsonValue> ParseReply(const std::string& url, absl::string_view what,
-                                       const Transfer& transfer) {
+  absl::StatusOr<EtcdJson> ParseReply(const std::string& url, absl::string_view what,
+                                      const Transfer& transfer) {
     const std::string& reply = transfer.reply;
-    absl::StatusOr<JsonValue> json = JsonValue::Parse(reply);
+    absl::StatusOr<EtcdJson> json = EtcdJson::Parse(reply);
     if (transfer.http_code == 200) {
       if (!json.ok()) return Annotate(json.status(), absl::StrCat(describe_, ": ", what));
       return json;
@@ -448,9 +434,9 @@ struct EtcdStore::KeyState {
   std::string value;
   int64_t store_revision = 0;  // etcd's revision when this was read (set by ReadKey)
 
-  static absl::StatusOr<KeyState> FromRange(const JsonValue& range) {
+  static absl::StatusOr<KeyState> FromRange(const EtcdJson& range) {
     KeyState state;
-    const JsonValue& kv = range["kvs"][0];
+    const EtcdJson& kv = range["kvs"][0];
     if (kv.IsNull()) return state;
     state.exists = true;
     state.mod_revision = kv["mod_revision"].AsInt();
@@ -510,7 +496,7 @@ absl::Status EtcdStore::RenewLease(int64_t stale, const Deadline& deadline) {
   absl::MutexLock lock(&lease_mu_);
   if (lease_id_.load() != stale) return absl::OkStatus();  // another caller renewed it
   const int64_t ttl_s = absl::ToInt64Seconds(absl::Ceil(options_.lease_ttl, absl::Seconds(1)));
-  ASSIGN_OR_RETURN(JsonValue reply,
+  ASSIGN_OR_RETURN(EtcdJson reply,
                    http_->Post("/v3/lease/grant", absl::StrCat("{\"TTL\":\"", ttl_s, "\"}"),
                                absl::StrCat("grant lease (ttl ", ttl_s, "s)"), deadline,
                                options_.connect_timeout));
@@ -541,7 +527,7 @@ void EtcdStore::KeepAliveLoop() {
       if (stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), wait)) return;
     }
     const int64_t id = lease_id_.load();
-    absl::StatusOr<JsonValue> reply = http_->Post(
+    absl::StatusOr<EtcdJson> reply = http_->Post(
         "/v3/lease/keepalive", absl::StrCat("{\"ID\":\"", id, "\"}"),
         absl::StrCat("keep lease ", id, " alive"), Deadline::After(period), period, &stopping_);
     if (stopping_.load()) return;
@@ -558,11 +544,11 @@ void EtcdStore::KeepAliveLoop() {
   }
 }
 
-absl::StatusOr<EtcdStore::JsonValue> EtcdStore::WriteRequest(
-    absl::string_view path, absl::string_view what, absl::FunctionRef<std::string(int64_t)> body,
-    const Deadline& deadline) {
+absl::StatusOr<EtcdJson> EtcdStore::WriteRequest(absl::string_view path, absl::string_view what,
+                                                 absl::FunctionRef<std::string(int64_t)> body,
+                                                 const Deadline& deadline) {
   const int64_t lease = lease_id_.load();
-  absl::StatusOr<JsonValue> reply =
+  absl::StatusOr<EtcdJson> reply =
       http_->Post(path, body(lease), what, deadline, options_.connect_timeout);
   if (reply.ok() || !absl::StrContains(reply.status().message(), "requested lease not found")) {
     return reply;
@@ -588,7 +574,7 @@ absl::Status EtcdStore::Set(absl::string_view key, absl::string_view value) {
 absl::StatusOr<EtcdStore::KeyState> EtcdStore::ReadKey(absl::string_view key,
                                                        const Deadline& deadline) {
   ASSIGN_OR_RETURN(
-      JsonValue reply,
+      EtcdJson reply,
       http_->Post("/v3/kv/range",
                   absl::StrCat("{\"key\":\"", Base64Encode(absl::StrCat(key_prefix_, key)), "\"}"),
                   absl::StrCat("get key ", Quote(key)), deadline, options_.connect_timeout));
@@ -634,7 +620,7 @@ absl::StatusOr<bool> EtcdStore::PutIfUnchanged(absl::string_view key, absl::stri
   const std::string data = Base64Encode(value);
   const int64_t revision = state.mod_revision;
   ASSIGN_OR_RETURN(
-      JsonValue reply,
+      EtcdJson reply,
       WriteRequest(
           "/v3/kv/txn", absl::StrCat("update key ", Quote(key), " if at revision ", revision),
           [&](int64_t lease) {
@@ -712,10 +698,10 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MissingKeys(absl::Span<const
                       "\",\"count_only\":true}}");
     }
     body += "]}";
-    ASSIGN_OR_RETURN(JsonValue reply, http_->Post("/v3/kv/txn", body,
-                                                  absl::StrCat("check ", chunk.size(),
-                                                               " key(s) from ", Quote(chunk[0])),
-                                                  deadline, options_.connect_timeout));
+    ASSIGN_OR_RETURN(EtcdJson reply, http_->Post("/v3/kv/txn", body,
+                                                 absl::StrCat("check ", chunk.size(),
+                                                              " key(s) from ", Quote(chunk[0])),
+                                                 deadline, options_.connect_timeout));
     // The first chunk's revision is the oldest: watching from it misses nothing.
     if (begin == 0 && revision != nullptr) *revision = reply["header"]["revision"].AsInt();
     for (size_t i = 0; i < chunk.size(); ++i) {
@@ -759,7 +745,7 @@ absl::StatusOr<bool> EtcdStore::Check(absl::Span<const std::string> keys) {
 
 absl::StatusOr<bool> EtcdStore::DeleteKey(absl::string_view key) {
   ASSIGN_OR_RETURN(
-      JsonValue reply,
+      EtcdJson reply,
       http_->Post("/v3/kv/deleterange",
                   absl::StrCat("{\"key\":\"", Base64Encode(absl::StrCat(key_prefix_, key)), "\"}"),
                   absl::StrCat("delete key ", Quote(key)), Deadline::After(timeout()),
@@ -769,7 +755,7 @@ absl::StatusOr<bool> EtcdStore::DeleteKey(absl::string_view key) {
 
 absl::StatusOr<int64_t> EtcdStore::NumKeys() {
   ASSIGN_OR_RETURN(
-      JsonValue reply,
+      EtcdJson reply,
       http_->Post("/v3/kv/range",
                   absl::StrCat("{\"key\":\"", Base64Encode(key_prefix_), "\",\"range_end\":\"",
                                Base64Encode(PrefixEnd(key_prefix_)), "\",\"count_only\":true}"),

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,6 +36,46 @@
 #include "paddle/core/deadline.h"
 
 namespace paddle {
+
+// One JSON value from etcd's gateway, parsed: just enough of JSON for its replies. Numbers keep
+// their text (etcd sends int64 fields as strings anyway); a missing field or index reads as null,
+// so lookups chain: reply["kvs"][0]["value"]. Public so that the parser can be fuzzed on its own.
+class EtcdJson {
+ public:
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+
+  // Exactly one value, surrounded by whitespace at most. kInternal naming the byte offset (and
+  // quoting the start of `text`) for anything else, including nesting deeper than 64 levels.
+  static absl::StatusOr<EtcdJson> Parse(absl::string_view text);
+
+  // The field `name` of an object; null if this is not an object or has no such field.
+  const EtcdJson& operator[](absl::string_view name) const;
+  // Item `i` of an array; null if this is not an array or is shorter.
+  const EtcdJson& operator[](size_t i) const;
+
+  Kind kind() const { return kind_; }
+  bool IsNull() const { return kind_ == Kind::kNull; }
+  // A string's decoded text, a number's or bool's own text; empty otherwise.
+  const std::string& text() const { return text_; }
+  bool AsBool() const { return kind_ == Kind::kBool && text_ == "true"; }
+  // int64 fields come as "123" or 123; anything else, missing ones included, is proto3's 0.
+  int64_t AsInt() const;
+  // A base64 bytes field, decoded (kInternal if it is not base64); a missing one is "".
+  absl::StatusOr<std::string> AsBytes() const;
+  // An array's items, an object's fields in document order (duplicates kept; lookups take the
+  // first); empty for other kinds.
+  const std::vector<EtcdJson>& items() const { return items_; }
+  const std::vector<std::pair<std::string, EtcdJson>>& fields() const { return fields_; }
+
+ private:
+  struct Parser;
+  static const EtcdJson& Null();
+
+  Kind kind_ = Kind::kNull;
+  std::string text_;
+  std::vector<EtcdJson> items_;
+  std::vector<std::pair<std::string, EtcdJson>> fields_;
+};
 
 struct EtcdStoreOptions {
   std::string endpoint;  // "host:port" of an etcd client URL (plain http)
@@ -75,7 +116,6 @@ class EtcdStore : public Store {
  private:
   struct KeyState;
   class Http;
-  class JsonValue;
 
   explicit EtcdStore(const EtcdStoreOptions& options);
 
@@ -84,9 +124,9 @@ class EtcdStore : public Store {
   absl::Status RenewLease(int64_t stale, const Deadline& deadline);
   // Posts a request that writes with the current lease, renewing the lease once if etcd lost it.
   // `body` turns a lease id into the JSON body.
-  absl::StatusOr<JsonValue> WriteRequest(absl::string_view path, absl::string_view what,
-                                         absl::FunctionRef<std::string(int64_t)> body,
-                                         const Deadline& deadline);
+  absl::StatusOr<EtcdJson> WriteRequest(absl::string_view path, absl::string_view what,
+                                        absl::FunctionRef<std::string(int64_t)> body,
+                                        const Deadline& deadline);
   absl::StatusOr<KeyState> ReadKey(absl::string_view key, const Deadline& deadline);
   // Returns once `key` may have been written after `revision`, or by `deadline` (Note [Waiting]
   // in etcd_store.cc); `poll_pause` carries the polling backoff between calls.

@@ -146,6 +146,29 @@ absl::Status OpenError(const std::string& path, int err) {
 
 }  // namespace
 
+absl::StatusOr<size_t> ParseFileStoreLog(
+    absl::string_view log, uint64_t log_offset,
+    absl::FunctionRef<void(const FileStoreRecord&)> on_record) {
+  size_t pos = 0;
+  while (log.size() - pos >= kRecordHeaderBytes) {
+    const char type = log[pos];
+    const uint64_t key_len = GetU32(&log[pos + 1]);
+    const uint64_t value_len = GetU32(&log[pos + 5]);
+    // 64-bit sums of 32-bit lengths cannot overflow.
+    if (kRecordHeaderBytes + key_len + value_len > log.size() - pos) break;  // torn tail
+    if (type != kSet && type != kDelete && type != kClosed) {
+      return absl::DataLossError(absl::StrFormat(
+          "unknown record type 0x%02x at offset %d; the file is corrupt or was written by "
+          "something else",
+          static_cast<unsigned char>(type), log_offset + pos));
+    }
+    on_record(FileStoreRecord{type, log.substr(pos + kRecordHeaderBytes, key_len),
+                              log.substr(pos + kRecordHeaderBytes + key_len, value_len)});
+    pos += kRecordHeaderBytes + key_len + value_len;
+  }
+  return pos;
+}
+
 // An flock(2) on the store file, taken with a deadline and released on destruction. flock is
 // polled with LOCK_NB because a blocking flock cannot be bounded; holders keep it for
 // microseconds, so the backoff stays short.
@@ -293,34 +316,23 @@ absl::Status FileStore::Replay(bool exclusive) {
   }
   if (size == offset_) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::string buf, ReadAt(fd_, size - offset_, offset_, path_));
-  size_t pos = 0;
-  while (pos + kRecordHeaderBytes <= buf.size()) {
-    const char type = buf[pos];
-    const size_t key_len = GetU32(&buf[pos + 1]);
-    const size_t value_len = GetU32(&buf[pos + 5]);
-    const size_t end = pos + kRecordHeaderBytes + key_len + value_len;
-    if (end > buf.size()) break;  // torn tail
-    absl::string_view key(&buf[pos + kRecordHeaderBytes], key_len);
-    absl::string_view value(&buf[pos + kRecordHeaderBytes + key_len], value_len);
-    switch (type) {
-      case kSet:
-        map_[key] = std::string(value);
-        break;
-      case kDelete:
-        map_.erase(key);
-        break;
-      case kClosed:
-        ++closed_users_;
-        break;
-      default:
-        return absl::DataLossError(absl::StrFormat(
-            "FileStore %s: unknown record type 0x%02x at offset %d; the file is corrupt or was "
-            "written by something else",
-            path_, static_cast<unsigned char>(type), offset_ + pos));
-    }
-    pos = end;
-  }
-  offset_ += pos;
+  absl::StatusOr<size_t> parsed =
+      ParseFileStoreLog(buf, static_cast<uint64_t>(offset_), [this](const FileStoreRecord& r) {
+        mu_.AssertHeld();
+        switch (r.type) {
+          case kSet:
+            map_[r.key] = std::string(r.value);
+            break;
+          case kDelete:
+            map_.erase(r.key);
+            break;
+          case kClosed:
+            ++closed_users_;
+            break;
+        }
+      });
+  if (!parsed.ok()) return Annotate(parsed.status(), Describe());
+  offset_ += *parsed;
   if (offset_ < size && exclusive) {
     // Only a writer that died mid-record leaves bytes here, since writers hold the exclusive lock.
     PADDLE_LOG(WARN, STORE) << Describe() << ": cutting off a torn record of " << size - offset_

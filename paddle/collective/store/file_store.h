@@ -20,10 +20,28 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "paddle/collective/store/store.h"
 
 namespace paddle {
+
+// One record of a FileStore log (file_store.cc describes the format).
+struct FileStoreRecord {
+  char type;  // 'S' set key=value, 'D' delete key, 'C' one user closed
+  absl::string_view key;
+  absl::string_view value;
+};
+
+// Parses the whole records at the start of `log`, bytes of the file that begin at a record
+// boundary `log_offset` bytes into it, calling `on_record` for each in file order. Stops before a
+// torn tail (a record cut short by a writer that died). Returns the bytes of the records
+// delivered, or kDataLoss naming the file offset of a record of unknown type (the records before
+// it were delivered). Pure: no I/O, any input.
+absl::StatusOr<size_t> ParseFileStoreLog(absl::string_view log, uint64_t log_offset,
+                                         absl::FunctionRef<void(const FileStoreRecord&)> on_record);
 
 class FileStore : public Store {
  public:

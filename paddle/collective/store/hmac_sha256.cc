@@ -1,7 +1,12 @@
 // SHA-256 per FIPS 180-4 section 6.2 and HMAC per RFC 2104, written from the specifications.
 #include "paddle/collective/store/hmac_sha256.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace paddle {
@@ -143,6 +148,22 @@ std::string HexOf(absl::string_view bytes) {
   for (unsigned char c : bytes) {
     out.push_back(kDigits[c >> 4]);
     out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string RandomBytes(size_t bytes) {
+  std::string out(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(&out[got], bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // No randomness means no safe nonce: there is nothing sensible to fall back to.
+      std::fprintf(stderr, "getrandom() failed: %s\n", std::strerror(errno));
+      std::abort();
+    }
+    got += static_cast<size_t>(n);
   }
   return out;
 }

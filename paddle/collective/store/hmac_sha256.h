@@ -43,6 +43,9 @@ inline absl::string_view DigestBytes(const Sha256Digest& d) {
   return absl::string_view(reinterpret_cast<const char*>(d.data()), d.size());
 }
 
+// `bytes` bytes from the kernel's random source (getrandom), for nonces, challenges and secrets.
+std::string RandomBytes(size_t bytes);
+
 // Compares without an early exit, so the time taken does not tell an attacker how many leading
 // bytes of a guessed proof were right.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);

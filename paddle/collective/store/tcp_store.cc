@@ -245,16 +245,38 @@ absl::Status TcpStore::Handshake(Connection& conn, const Deadline& deadline) {
         absl::StrCat("the TCPStore at ", address_,
                      " requires a job token; set PADDLE_STORE_TOKEN to the job's token"));
   }
+  // No downgrade: with a token we only talk to a server that proves it knows the token too.
+  if (!token_.empty() && !hello->token_required) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the TCPStore at ", address_,
+        " does not ask for the job token, so it cannot prove it is the job's store: refusing it "
+        "(another job's store on this address, or one started without PADDLE_STORE_TOKEN?)"));
+  }
   Request auth;
   auth.op = Op::kAuth;
-  if (hello->token_required)
-    auth.value = std::string(DigestBytes(HmacSha256(token_, hello->nonce)));
+  if (hello->token_required) {
+    auth.expected = RandomBytes(tcp_store::kNonceBytes);
+    auth.value = tcp_store::ClientProof(token_, hello->nonce, auth.expected);
+  }
   std::string frame;
   tcp_store::AppendRequest(auth, &frame);
   RETURN_IF_ERROR(conn.SendAll(frame, deadline));
   absl::StatusOr<Reply> reply = conn.ReadReply(deadline);
   if (!reply.ok()) return reply.status();
   if (reply->code != ReplyCode::kOk) return ReplyError(auth, *reply);
+  if (!token_.empty()) {
+    tcp_store::FieldReader reader("AUTH reply", reply->body);
+    std::string proof;
+    absl::Status read = reader.ReadBytes("server proof", &proof);
+    if (read.ok()) read = reader.Finish();
+    if (!read.ok() ||
+        !ConstantTimeEquals(proof, tcp_store::ServerProof(token_, hello->nonce, auth.expected))) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the TCPStore at ", address_,
+          " failed to prove it knows the job token: refusing it (an impostor on this address, or "
+          "a store of another job; check PADDLE_STORE_TOKEN)"));
+    }
+  }
   conn.set_max_frame_bytes(size_t{hello->max_frame_bytes} + kReplyOverhead);
   max_frame_bytes_.store(hello->max_frame_bytes, std::memory_order_relaxed);
   return absl::OkStatus();

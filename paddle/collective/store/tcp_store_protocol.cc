@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "paddle/collective/store/hmac_sha256.h"
 
 namespace paddle {
 namespace tcp_store {
@@ -28,7 +29,7 @@ OpFields FieldsOf(Op op) {
   OpFields f;
   switch (op) {
     case Op::kAuth:
-      f.value = true;
+      f.expected = f.value = true;
       break;
     case Op::kSet:
       f.key = f.value = true;
@@ -224,6 +225,28 @@ absl::Status FieldReader::Finish() const {
       absl::StrCat(frame_name_, " frame: ", rest_.size(), " trailing bytes after the last field"));
 }
 
+namespace {
+
+std::string Proof(absl::string_view label, absl::string_view token, absl::string_view server_nonce,
+                  absl::string_view client_nonce) {
+  std::string message(label);
+  PutBytes(server_nonce, &message);
+  PutBytes(client_nonce, &message);
+  return std::string(DigestBytes(HmacSha256(token, message)));
+}
+
+}  // namespace
+
+std::string ClientProof(absl::string_view token, absl::string_view server_nonce,
+                        absl::string_view client_nonce) {
+  return Proof("paddle tcpstore: client", token, server_nonce, client_nonce);
+}
+
+std::string ServerProof(absl::string_view token, absl::string_view server_nonce,
+                        absl::string_view client_nonce) {
+  return Proof("paddle tcpstore: server", token, server_nonce, client_nonce);
+}
+
 absl::StatusOr<Request> DecodeRequest(Op op, absl::string_view body) {
   OpFields f = FieldsOf(op);
   Request r;
@@ -239,7 +262,7 @@ absl::StatusOr<Request> DecodeRequest(Op op, absl::string_view body) {
     if (!s.ok()) return s;
   }
   if (f.expected) {
-    absl::Status s = reader.ReadBytes("expected", &r.expected);
+    absl::Status s = reader.ReadBytes(op == Op::kAuth ? "client nonce" : "expected", &r.expected);
     if (!s.ok()) return s;
   }
   if (f.value) {

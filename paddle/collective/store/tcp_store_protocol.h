@@ -13,9 +13,14 @@
 //   bytes := u32 n | n bytes                      list := u32 count | count x bytes
 // 1. On accept the server sends HELLO: magic "PDTS" | u8 version | u8 token_required |
 //    u32 max_frame_bytes | nonce:bytes (32 random bytes).
-// 2. The client's first frame must be AUTH proof:bytes, where proof = HMAC-SHA256(token, nonce)
-//    if the server requires a token (empty otherwise). The token itself never crosses the wire.
-//    The server answers OK, or UNAUTHENTICATED / PERMISSION_DENIED and closes.
+// 2. The client's first frame must be AUTH client_nonce:bytes proof:bytes. With a token, the
+//    client nonce is 32 fresh random bytes and proof = ClientProof(token, server nonce, client
+//    nonce); without one both are empty. Until AUTH succeeds the server takes frames of at most
+//    kMaxHandshakeFrameBytes. It answers OK server_proof:bytes, where server_proof =
+//    ServerProof(token, server nonce, client nonce) (empty without a token), or UNAUTHENTICATED /
+//    PERMISSION_DENIED and closes. A client that holds a token checks the server's proof, and
+//    refuses a server that asks for no token: the proof works both ways, so neither end can be
+//    impersonated without the token, and the token itself never crosses the wire.
 // 3. Then requests (type = Op), each answered by exactly one reply, in order:
 //      SET key value        -> OK                    GET key       -> OK value (parks, see 4)
 //      ADD key delta:i64    -> OK i64 | INVALID      WAIT list     -> OK (parks, see 4)
@@ -45,8 +50,10 @@ namespace tcp_store {
 
 constexpr size_t kFrameHeaderBytes = 5;  // u32 length + u8 type
 constexpr char kHelloMagic[] = "PDTS";
-constexpr uint8_t kProtocolVersion = 1;
+constexpr uint8_t kProtocolVersion = 2;
 constexpr size_t kNonceBytes = 32;
+// The largest frame a connection may send before it has authenticated (an AUTH is ~80 bytes).
+constexpr size_t kMaxHandshakeFrameBytes = 256;
 
 // Request types, client -> server.
 enum class Op : uint8_t {
@@ -78,7 +85,8 @@ bool IsValidReplyCode(uint8_t type);
 
 // One decoded request. Which fields are used depends on `op` (see the wire format note):
 // keys[0] is the key of single-key ops; `value` is SET's value, COMPARE_SET's desired value and
-// AUTH's proof; `expected` is COMPARE_SET's expected value; `delta` is ADD's.
+// AUTH's proof; `expected` is COMPARE_SET's expected value and AUTH's client nonce; `delta` is
+// ADD's.
 struct Request {
   Op op = Op::kNumKeys;
   std::vector<std::string> keys;
@@ -165,6 +173,8 @@ class RequestParser {
   absl::StatusOr<absl::optional<Request>> Next();
   bool HasPartialFrame() const { return frames_.HasPartialFrame(); }
   size_t buffered_bytes() const { return frames_.buffered_bytes(); }
+  // The server raises the limit once a connection has authenticated.
+  void set_max_frame_bytes(size_t max_frame_bytes) { frames_.set_max_frame_bytes(max_frame_bytes); }
 
  private:
   FrameBuffer frames_;
@@ -179,6 +189,14 @@ struct Hello {
 };
 void AppendHello(const Hello& hello, std::string* out);
 absl::StatusOr<Hello> DecodeHello(absl::string_view body);
+
+// The handshake's proofs (step 2 of the wire format note): HMAC-SHA256 under the token over a
+// label and both nonces, the label telling the client's proof from the server's so that neither
+// can be replayed as the other.
+std::string ClientProof(absl::string_view token, absl::string_view server_nonce,
+                        absl::string_view client_nonce);
+std::string ServerProof(absl::string_view token, absl::string_view server_nonce,
+                        absl::string_view client_nonce);
 
 // "host:port", with brackets around an IPv6 literal ("[::1]:29500"), for messages.
 std::string FormatHostPort(absl::string_view host, int port);

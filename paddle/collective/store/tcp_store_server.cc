@@ -11,7 +11,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,18 +58,6 @@ std::string PeerAddress(const sockaddr_storage& addr) {
     port = ntohs(a->sin6_port);
   }
   return tcp_store::FormatHostPort(host, port);
-}
-
-std::string RandomNonce() {
-  std::string nonce(tcp_store::kNonceBytes, '\0');
-  size_t got = 0;
-  while (got < nonce.size()) {
-    ssize_t n = getrandom(&nonce[got], nonce.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    PADDLE_CHECK(n > 0) << "getrandom failed: " << std::strerror(errno);
-    got += static_cast<size_t>(n);
-  }
-  return nonce;
 }
 
 std::string SecondsText(std::chrono::steady_clock::duration d) {
@@ -125,6 +112,11 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     return absl::InvalidArgumentError(absl::StrCat("TCPStore server on ", where,
                                                    ": max_frame_bytes ", options.max_frame_bytes,
                                                    " must be between 64 and 4294967295"));
+  }
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("TCPStore server on ", where,
+                                                   ": max_connections ", options.max_connections,
+                                                   " must be at least 1"));
   }
 
   addrinfo hints{};
@@ -212,7 +204,7 @@ void TcpStoreServer::Run() {
   // Timeouts are checked by a sweep over all connections a few times per idle_timeout: with
   // hundreds of connections that costs microseconds, and no per-connection timers are needed.
   auto sweep_every = std::chrono::duration_cast<Clock::duration>(
-      absl::ToChronoNanoseconds(options_.idle_timeout / 4));
+      absl::ToChronoNanoseconds(std::min(options_.idle_timeout, options_.handshake_timeout) / 4));
   sweep_every =
       std::max<Clock::duration>(std::chrono::milliseconds(10),
                                 std::min<Clock::duration>(sweep_every, std::chrono::seconds(1)));
@@ -295,12 +287,19 @@ void TcpStoreServer::AcceptAll() {
       }
       return;
     }
+    std::string peer = PeerAddress(addr);
+    if (!MakeRoom(peer)) {
+      close(fd);
+      continue;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     uint64_t id = next_id_++;
-    auto conn = std::make_unique<Connection>(id, fd, PeerAddress(addr), options_.max_frame_bytes);
+    // Strangers get small frames only, until they have authenticated (HandleAuth raises it).
+    auto conn =
+        std::make_unique<Connection>(id, fd, std::move(peer), tcp_store::kMaxHandshakeFrameBytes);
     conn->accepted_at = Clock::now();
-    conn->nonce = RandomNonce();
+    conn->nonce = RandomBytes(tcp_store::kNonceBytes);
     tcp_store::Hello hello;
     hello.token_required = !token_.empty();
     hello.max_frame_bytes = static_cast<uint32_t>(options_.max_frame_bytes);
@@ -317,6 +316,27 @@ void TcpStoreServer::AcceptAll() {
     to_flush_.push_back(id);
     PADDLE_LOG(DEBUG, STORE) << "TCPStore server " << address_ << ": accepted " << c.peer;
   }
+}
+
+bool TcpStoreServer::MakeRoom(const std::string& newcomer) {
+  if (connections_.size() < static_cast<size_t>(options_.max_connections)) return true;
+  Connection* oldest = nullptr;
+  for (auto& entry : connections_) {
+    Connection& c = *entry.second;
+    if (!c.authenticated && (oldest == nullptr || c.accepted_at < oldest->accepted_at)) {
+      oldest = &c;
+    }
+  }
+  if (oldest != nullptr) {
+    Drop(*oldest, absl::StrCat("replaced by a new connection from ", newcomer, ": ",
+                               options_.max_connections, " connections open (max_connections)"));
+    return true;
+  }
+  refused_.fetch_add(1);
+  PADDLE_LOG(WARN, STORE) << "TCPStore server " << address_ << ": refused a connection from "
+                          << newcomer << ": " << options_.max_connections
+                          << " authenticated connections open (max_connections)";
+  return false;
 }
 
 void TcpStoreServer::OnReadable(Connection& c) {
@@ -464,6 +484,7 @@ void TcpStoreServer::HandleAuth(Connection& c, const Request& request) {
                          " before the AUTH handshake (not a TCPStore client?)"));
     return;
   }
+  std::string server_proof;
   if (!token_.empty()) {
     absl::string_view failure;
     if (request.value.empty()) {
@@ -471,7 +492,9 @@ void TcpStoreServer::HandleAuth(Connection& c, const Request& request) {
                  absl::StrCat("the TCPStore at ", address_,
                               " requires a job token; set PADDLE_STORE_TOKEN to the job's token"));
       failure = "no job token";
-    } else if (!ConstantTimeEquals(request.value, DigestBytes(HmacSha256(token_, c.nonce)))) {
+    } else if (request.expected.size() != tcp_store::kNonceBytes ||
+               !ConstantTimeEquals(request.value,
+                                   tcp_store::ClientProof(token_, c.nonce, request.expected))) {
       ReplyError(c, ReplyCode::kPermissionDenied,
                  absl::StrCat("token rejected by the TCPStore at ", address_,
                               "; check that PADDLE_STORE_TOKEN matches the job's token"));
@@ -484,9 +507,13 @@ void TcpStoreServer::HandleAuth(Connection& c, const Request& request) {
                               << c.peer << ": " << failure;
       return;
     }
+    server_proof = tcp_store::ServerProof(token_, c.nonce, request.expected);
   }
   c.authenticated = true;
-  Reply(c, ReplyCode::kOk, "");
+  c.parser.set_max_frame_bytes(options_.max_frame_bytes);
+  std::string body;
+  tcp_store::PutBytes(server_proof, &body);
+  Reply(c, ReplyCode::kOk, body);
 }
 
 void TcpStoreServer::HandleAdd(Connection& c, const Request& request) {
@@ -668,14 +695,17 @@ void TcpStoreServer::Sweep() {
   auto limit =
       std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(options_.idle_timeout));
   std::string limit_text = absl::FormatDuration(options_.idle_timeout);
+  auto handshake_limit = std::chrono::duration_cast<Clock::duration>(
+      absl::ToChronoNanoseconds(options_.handshake_timeout));
   std::vector<std::pair<uint64_t, std::string>> drops;
   for (auto& entry : connections_) {
     Connection& c = *entry.second;
     if (c.write_stuck_since != Clock::time_point{}) NoteDrainProgress(c);
-    if (!c.authenticated && now - c.accepted_at > limit) {
+    if (!c.authenticated && now - c.accepted_at > handshake_limit) {
       drops.emplace_back(c.id,
                          absl::StrCat("no handshake within ", SecondsText(now - c.accepted_at),
-                                      " (idle_timeout ", limit_text, ")"));
+                                      " (handshake_timeout ",
+                                      absl::FormatDuration(options_.handshake_timeout), ")"));
     } else if (!c.reading_paused && c.partial_since != Clock::time_point{} &&
                now - c.partial_since > limit) {
       // (While paused for backpressure a frame is incomplete because we stopped reading.)

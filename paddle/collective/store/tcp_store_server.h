@@ -8,13 +8,17 @@
 // A store is the first thing every rank of a job touches, and anything can connect to its port,
 // so one bad connection must never hurt the others. The server drops, and logs with the peer's
 // address (PADDLE_LOG(WARN, STORE)), a connection that sends a malformed or oversized frame,
-// leaves a frame half-sent for longer than `idle_timeout`, does not finish the handshake within
-// `idle_timeout`, or does not read its replies for that long; everyone else keeps working. A
-// peer with more than a few MiB of unread replies is not read from until it catches up, so memory
-// per connection stays bounded by about one frame plus that much.
+// does not finish the handshake within `handshake_timeout`, leaves a frame half-sent for longer
+// than `idle_timeout`, or does not read its replies for that long; everyone else keeps working.
+// Before its handshake a connection may send only frames of a few hundred bytes, and past
+// `max_connections` the oldest connection still handshaking makes room for a new one, so
+// strangers cost little memory and cannot lock clients out. A peer with more than a few MiB of
+// unread replies is not read from until it catches up, so memory per connection stays bounded by
+// about one frame plus that much.
 //
-// With a job token (options.token or $PADDLE_STORE_TOKEN) a client must prove it knows the token
-// before anything else (challenge-response, the token never crosses the wire).
+// With a job token (options.token or $PADDLE_STORE_TOKEN) client and server prove to each other
+// that they know the token before anything else (challenge-response both ways; the token never
+// crosses the wire; Note [TCPStore wire format]).
 #ifndef PADDLE_COLLECTIVE_STORE_TCP_STORE_SERVER_H_
 #define PADDLE_COLLECTIVE_STORE_TCP_STORE_SERVER_H_
 
@@ -42,9 +46,14 @@ struct TcpStoreServerOptions {
   // Largest frame accepted (a value plus a few bytes); larger ones drop the connection.
   size_t max_frame_bytes = 64 << 20;
   std::string token;  // "" = $PADDLE_STORE_TOKEN if set, else none
-  // How long a connection may sit on a half-sent frame, an unfinished handshake or unread
-  // replies before it is dropped. An idle connection between frames is never dropped.
+  // How long a connection may sit on a half-sent frame or unread replies before it is dropped.
+  // An idle connection between frames is never dropped.
   absl::Duration idle_timeout = absl::Seconds(600);
+  // How long a new connection has to finish the handshake.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // Connections open at once; past it a new one replaces the oldest still handshaking, or is
+  // refused when every open one has authenticated.
+  int max_connections = 4096;
 };
 
 class TcpStoreServer {
@@ -64,6 +73,8 @@ class TcpStoreServer {
 
   // Connections dropped for misbehaving since Start (for tests and monitoring).
   int64_t dropped_connections() const { return dropped_.load(std::memory_order_relaxed); }
+  // Connections refused at max_connections because every open one had authenticated.
+  int64_t refused_connections() const { return refused_.load(std::memory_order_relaxed); }
 
   // Connections open now (clients, and connections still handshaking).
   int64_t open_connections() const { return open_connections_.load(std::memory_order_acquire); }
@@ -82,6 +93,9 @@ class TcpStoreServer {
 
   void Run();
   void AcceptAll();
+  // At max_connections, drops the oldest connection still handshaking to make room for
+  // `newcomer`; false (and logged) if every open connection has authenticated.
+  bool MakeRoom(const std::string& newcomer);
   void OnReadable(Connection& c);
   void ProcessFrames(Connection& c);
   void Handle(Connection& c, tcp_store::Request& request);
@@ -115,6 +129,7 @@ class TcpStoreServer {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> dropped_{0};
+  std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> open_connections_{0};
 
   // Everything below is touched only by the loop thread.

@@ -6,13 +6,15 @@
     work = dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=True); work.wait()
 
 Contiguous inputs are used in place, without copies (numpy memory directly; torch tensors through
-their .numpy() view). Non-contiguous or read-only outputs and unsupported dtypes raise ValueError
-or TypeError before anything is sent. Waiting releases the GIL. Failures raise DistError
+their .numpy() view). Non-contiguous or read-only outputs, unsupported dtypes and numpy arrays
+of the other byte order raise ValueError or TypeError before anything is sent; so does a timeout
+that is not a positive, finite number of seconds. Waiting releases the GIL. Failures raise DistError
 subclasses carrying the C++ message: DistTimeoutError (an operation ran past its timeout),
 DistPeerError (a peer was lost: a DistNetworkError), DistStoreError (the rendezvous store);
 invalid arguments raise ValueError.
 """
 import datetime
+import math
 import os
 
 import numpy as np
@@ -66,11 +68,22 @@ class ProcessGroup:
 
 
 def _seconds(timeout):
+    """A timeout argument (seconds or a timedelta) as seconds; None stays None (the default).
+
+    NaN and infinity are rejected: either would be an infinite wait."""
     if timeout is None:
         return None
     if isinstance(timeout, datetime.timedelta):
-        return timeout.total_seconds()
-    return float(timeout)
+        seconds = timeout.total_seconds()
+    else:
+        try:
+            seconds = float(timeout)
+        except (TypeError, ValueError):
+            raise ValueError(f"timeout must be a number of seconds or a datetime.timedelta, got "
+                             f"{timeout!r}") from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+    return seconds
 
 
 def _with_query(url, rank, world_size):
@@ -100,9 +113,12 @@ def init_process_group(backend="native", init_method="env://", timeout=300.0, ra
                            "first")
     if backend not in ("native", "gloo"):
         raise ValueError(f"backend={backend!r}: choose 'native' or 'gloo'")
+    if timeout is None:
+        raise ValueError("timeout must be a positive, finite number of seconds, got None")
     seconds = _seconds(timeout)
-    if seconds is None or seconds <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    if world_size is not None and not 1 <= int(world_size) <= _C.distributed.MAX_WORLD_SIZE:
+        raise ValueError(f"world_size={world_size!r}: it must be from 1 to "
+                         f"{_C.distributed.MAX_WORLD_SIZE}")
     if debug_checks is None:
         debug_checks = os.environ.get("PADDLE_DEBUG_CHECKS", "") == "1"
     url = _with_query(init_method, rank, world_size)
@@ -176,6 +192,10 @@ def _as_tensor(obj, what, writable):
             raise ValueError(f"the {what} array (shape {obj.shape}, strides {obj.strides}) is not "
                              "C-contiguous; pass np.ascontiguousarray(arr) and read the result "
                              "from that")
+        if not obj.dtype.isnative:
+            raise TypeError(f"the {what} array has dtype {obj.dtype.str}, whose byte order is not "
+                            "this machine's; collectives use the memory in place: pass "
+                            "arr.astype(arr.dtype.newbyteorder('=')) and read the result from that")
         return Tensor.from_numpy(obj, False, "", None)
     if _torch is not None and isinstance(obj, _torch.Tensor):
         if obj.device.type != "cpu":

@@ -320,6 +320,33 @@ TEST(ReducerTest, StallInspectorNamesTheMissingRank) {
                           "ranks that have not reached this iteration's gradient allreduce: 1 "));
 }
 
+// Note [Environment settings]: a malformed PADDLE_STALL_WARNING_S is an error naming it where the
+// DDP is created, not the default; an explicit option does not read the variable.
+TEST(ReducerTest, MalformedStallWarningVariableIsAnError) {
+  unsetenv("PADDLE_STALL_WARNING_S");
+  EXPECT_EQ(StallWarningFromEnv().value(), absl::Seconds(60));
+  auto group = Group::Create(1, Backend::kNative);
+  ASSERT_TRUE(group.ok()) << group.status();
+  for (const char* value : {"nan", "-1", "1m", "inf"}) {
+    setenv("PADDLE_STALL_WARNING_S", value, 1);
+    absl::StatusOr<absl::Duration> warning = StallWarningFromEnv();
+    EXPECT_EQ(warning.status().code(), absl::StatusCode::kInvalidArgument) << value;
+    EXPECT_THAT(std::string(warning.status().message()),
+                HasSubstr(absl::StrCat("PADDLE_STALL_WARNING_S=\"", value, "\"")));
+    std::vector<absl::Status> statuses = (*group)->Run([&](int rank, Communicator& comm) {
+      absl::StatusOr<std::unique_ptr<DistributedDataParallel>> ddp =
+          DistributedDataParallel::Create(Mlp(rank), &comm, DdpOptions());
+      if (ddp.ok()) return absl::InternalError("created a DDP despite the malformed variable");
+      EXPECT_THAT(std::string(ddp.status().message()), HasSubstr("PADDLE_STALL_WARNING_S"));
+      DdpOptions explicit_warning;
+      explicit_warning.stall_warning = absl::ZeroDuration();
+      return DistributedDataParallel::Create(Mlp(rank), &comm, explicit_warning).status();
+    });
+    EXPECT_EQ(Failures(statuses), "") << value;
+  }
+  unsetenv("PADDLE_STALL_WARNING_S");
+}
+
 // The inspector's thread looks every quarter interval (15 s by default) but must not hold up the
 // reducer's destruction that long; and a prompt iteration leaves no report.
 TEST(ReducerTest, StallInspectorThreadStopsAtOnce) {

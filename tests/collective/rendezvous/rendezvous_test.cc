@@ -230,6 +230,15 @@ TEST(RendezvousTest, MisconfigurationsFailBeforeWaiting) {
   r = Rendezvous("env://", absl::Seconds(60));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("MASTER_ADDR is not set"));
+  r = Rendezvous("tcp://127.0.0.1:29500?rank=0&world_size=2000000000", absl::Seconds(60));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("world_size is 2000000000"));
+  // Note [Environment settings]: an error, not the default and not DefaultTimeout's abort.
+  setenv("PADDLE_CONNECT_TIMEOUT_S", "nan", 1);
+  r = Rendezvous("tcp://127.0.0.1:29500?rank=0&world_size=1", absl::Seconds(60));
+  unsetenv("PADDLE_CONNECT_TIMEOUT_S");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("PADDLE_CONNECT_TIMEOUT_S=\"nan\""));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 

@@ -96,6 +96,19 @@ TEST(RendezvousUrlTest, GarbledFieldsAreNamed) {
   ExpectInvalid("tcp://127.0.0.1:29500?rank=%zz&world_size=2", "bad percent escape");
 }
 
+// A typo'd world size must fail at parsing, before rank 0 keeps state for each rank.
+TEST(RendezvousUrlTest, WorldSizeIsBounded) {
+  ExpectInvalid("tcp://127.0.0.1:29500?rank=0&world_size=2000000000",
+                absl::StrCat("world_size is 2000000000; it must be from 1 to ", kMaxWorldSize));
+  ExpectInvalid(absl::StrCat("file:///tmp/s?rank=0&world_size=", kMaxWorldSize + 1),
+                "it must be from 1");
+  ExpectInvalid("tcp://127.0.0.1:29500?rank=0&world_size=99999999999", "not an integer");
+  auto largest = ParseRendezvousUrl(absl::StrCat("tcp://127.0.0.1:29500?rank=", kMaxWorldSize - 1,
+                                                 "&world_size=", kMaxWorldSize));
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(largest->world_size, kMaxWorldSize);
+}
+
 TEST(RendezvousUrlTest, RankOutOfRange) {
   ExpectInvalid("tcp://127.0.0.1:29500?rank=4&world_size=4",
                 "rank 4 is out of range for world_size 4 (ranks are 0..3)");
@@ -145,6 +158,16 @@ TEST_F(EnvTest, EachGarbledVariableIsNamed) {
   SetAll();
   setenv("RANK", "8", 1);
   ExpectInvalid("env://", "rank 8 is out of range for world_size 8");
+  SetAll();
+  setenv("WORLD_SIZE", "2000000000", 1);
+  ExpectInvalid("env://",
+                "world_size (environment variable WORLD_SIZE) is 2000000000; it must be "
+                "from 1 to 1048576");
+  SetAll();
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "0", 1);
+  unsetenv("RANK");
+  ExpectInvalid("env://", "world_size (environment variable SLURM_NTASKS) is 0");
   SetAll();
   ExpectInvalid("env://somehost:1", "env:// takes no host");
 }

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +60,7 @@ class RawPeer {
   ~RawPeer() { close(fd_); }
 
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
   void Send(absl::string_view bytes) {
     ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
@@ -154,6 +158,7 @@ class TcpStoreServerTest : public ::testing::Test {
     }
     TcpStoreServerOptions options;
     options.idle_timeout = kIdle;
+    options.handshake_timeout = kIdle;
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -447,6 +452,113 @@ TEST_F(TcpStoreServerTest, RequestWithoutTheTokenGetsTheMessageThenTheConnection
   EXPECT_NE(body.find("requires a job token; set PADDLE_STORE_TOKEN"), std::string::npos);
   EXPECT_TRUE(peer.WaitClosed(kLong, &body));
   EXPECT_EQ((*secured)->dropped_connections(), 1);
+}
+
+// Before its handshake a connection gets a few hundred bytes per frame (not 64 MiB) and seconds
+// to finish (not the idle timeout of minutes).
+TEST_F(TcpStoreServerTest, StrangersGetSmallFramesAndLittleTime) {
+  TcpStoreServerOptions options;
+  options.token = "t0ken";
+  options.handshake_timeout = absl::Milliseconds(300);  // idle_timeout stays at its 600 s
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> secured = TcpStoreServer::Start(options);
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  RawPeer big((*secured)->port());
+  uint8_t type;
+  std::string body;
+  ASSERT_TRUE(big.ReadFrame(&type, &body));  // HELLO
+  big.Send(Header(60 << 20, static_cast<uint8_t>(Op::kSet)) + std::string(4096, 'x'));
+  std::string why;
+  EXPECT_TRUE(big.WaitClosed(absl::Seconds(5), &why));
+  EXPECT_TRUE(absl::StrContains(why, "exceeds the limit of 256 bytes")) << why;
+
+  RawPeer silent((*secured)->port());
+  absl::Time start = absl::Now();
+  EXPECT_TRUE(silent.WaitClosed(absl::Seconds(20), &why));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(Logged("no handshake within")) << AllLines();
+}
+
+// At max_connections a newcomer replaces the oldest connection still handshaking, so silent
+// sockets cannot lock clients out; when every open connection has authenticated the newcomer is
+// refused instead.
+TEST_F(TcpStoreServerTest, AtMaxConnectionsTheOldestStrangerMakesRoom) {
+  TcpStoreServerOptions options;
+  options.max_connections = 8;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> small = TcpStoreServer::Start(options);
+  ASSERT_TRUE(small.ok()) << small.status();
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (int i = 0; i < 20; ++i) silent.push_back(std::make_unique<RawPeer>((*small)->port()));
+  TcpStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = (*small)->port();
+  o.timeout = kLong;
+  o.connect_timeout = absl::Seconds(20);
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Set("k", "v").ok());
+  EXPECT_TRUE(Logged("connections open (max_connections)")) << AllLines();
+
+  // Seven members (with the client, eight) push out the last of the silent ones.
+  std::vector<std::unique_ptr<RawPeer>> members;
+  for (int i = 0; i < 7; ++i) {
+    members.push_back(std::make_unique<RawPeer>((*small)->port()));
+    ASSERT_TRUE(members.back()->Handshake()) << "member " << i;
+  }
+  RawPeer one_too_many((*small)->port());
+  std::string why;
+  EXPECT_TRUE(one_too_many.WaitClosed(kLong, &why));
+  EXPECT_EQ((*small)->refused_connections(), 1);
+  EXPECT_EQ((*client)->Get("k", kLong).value_or("?"), "v");  // members keep working
+}
+
+long ResidentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+// 1000 idle connections and 200 that start 60 MiB frames (sending the first MiB of each) cost
+// the server little memory, and a real client with the token still gets in at once.
+TEST_F(TcpStoreServerTest, IdleConnectionsAndHalfSentHugeFramesCostLittle) {
+  TcpStoreServerOptions options;
+  options.token = "t0ken";
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> secured = TcpStoreServer::Start(options);
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  long before = ResidentKiB();
+  std::vector<std::unique_ptr<RawPeer>> peers;
+  for (int i = 0; i < 1000; ++i) {
+    peers.push_back(std::make_unique<RawPeer>((*secured)->port()));
+    ASSERT_TRUE(peers.back()->connected()) << "connection " << i;
+  }
+  const std::string chunk(1 << 20, 'x');
+  for (int i = 0; i < 200; ++i) {
+    auto peer = std::make_unique<RawPeer>((*secured)->port());
+    ASSERT_TRUE(peer->connected());
+    std::string header = Header(60 << 20, static_cast<uint8_t>(Op::kSet));
+    // The server drops the connection at the header; the rest may meet a reset.
+    ssize_t n = send(peer->fd(), header.data(), header.size(), MSG_NOSIGNAL);
+    EXPECT_EQ(n, static_cast<ssize_t>(header.size()));
+    (void)send(peer->fd(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    peers.push_back(std::move(peer));
+  }
+  TcpStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = (*secured)->port();
+  o.token = "t0ken";
+  o.timeout = kLong;
+  o.connect_timeout = absl::Seconds(10);
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<TcpStore>> client = TcpStore::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Set("k", "v").ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  long grown_mib = (ResidentKiB() - before) / 1024;
+  std::printf("resident memory grew by %ld MiB with %zu connections\n", grown_mib, peers.size());
+  EXPECT_LT(grown_mib, 256);
+  EXPECT_GE((*secured)->dropped_connections(), 1);
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 // that goes away, a port in use, cancelled waits, and 200 clients at once.
 #include "paddle/collective/store/tcp_store.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -15,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "paddle/collective/store/tcp_store_protocol.h"
 #include "paddle/collective/store/tcp_store_server.h"
 #include "tests/collective/store/store_contract.h"
 
@@ -148,6 +153,58 @@ TEST_F(TcpStoreTest, WrongTokenIsRejectedAndDropped) {
   EXPECT_TRUE(Contains(store.status(), absl::StrCat("127.0.0.1:", server->port())))
       << store.status();
   EXPECT_EQ(server->dropped_connections(), 1);
+}
+
+// No downgrade: a client that holds a token talks only to a server that can prove it holds it.
+TEST_F(TcpStoreTest, ClientWithATokenRefusesAServerThatAsksForNone) {
+  std::unique_ptr<TcpStoreServer> server = StartServer();
+  absl::StatusOr<std::unique_ptr<TcpStore>> store =
+      TcpStore::Connect(ClientOptions(server->port(), "s3cret-token"));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kPermissionDenied) << store.status();
+  EXPECT_TRUE(Contains(store.status(), "does not ask for the job token")) << store.status();
+}
+
+// A server that asks for the token but answers with a proof it could not compute (an impostor
+// that relays nothing) is refused before the client sends it a single key.
+TEST_F(TcpStoreTest, ClientRefusesAServerThatCannotProveTheToken) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::atomic<bool> got_auth{false};
+  std::thread impostor([&] {
+    int fd = accept(listener, nullptr, nullptr);
+    ASSERT_GE(fd, 0);
+    tcp_store::Hello hello;
+    hello.token_required = true;
+    hello.max_frame_bytes = 1 << 20;
+    hello.nonce = std::string(tcp_store::kNonceBytes, 'n');
+    std::string out;
+    tcp_store::AppendHello(hello, &out);
+    ASSERT_EQ(send(fd, out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
+    char buf[512];
+    got_auth = recv(fd, buf, sizeof(buf), 0) > 0;
+    std::string body;
+    tcp_store::PutBytes(std::string(32, 'p'), &body);
+    out.clear();
+    tcp_store::AppendFrame(static_cast<uint8_t>(tcp_store::ReplyCode::kOk), body, &out);
+    ASSERT_EQ(send(fd, out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
+    recv(fd, buf, sizeof(buf), 0);  // until the client hangs up
+    close(fd);
+  });
+  absl::StatusOr<std::unique_ptr<TcpStore>> store =
+      TcpStore::Connect(ClientOptions(ntohs(addr.sin_port), "s3cret-token"));
+  impostor.join();
+  close(listener);
+  EXPECT_TRUE(got_auth.load());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kPermissionDenied) << store.status();
+  EXPECT_TRUE(Contains(store.status(), "failed to prove it knows the job token")) << store.status();
 }
 
 TEST_F(TcpStoreTest, ClientRetriesUntilALateServerStarts) {

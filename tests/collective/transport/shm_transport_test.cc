@@ -338,6 +338,30 @@ TEST(ShmTransportTest, MissingPeerTimesOutNamingIt) {
   EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
 }
 
+TEST(ShmTransportTest, MalformedCmaVariableIsAnErrorNamingIt) {
+  ScopedEnv bad("PADDLE_SHM_CMA", "maybe");
+  auto store = std::make_shared<HashStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> results[2];
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      TransportOptions options;
+      options.rank = rank;
+      options.world_size = 2;
+      options.store = store;
+      options.connect_timeout = absl::Seconds(30);
+      results[rank] = CreateShmTransport(options);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (const auto& result : results) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << result.status();
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "PADDLE_SHM_CMA=\"maybe\""))
+        << result.status();
+  }
+}
+
 // ---- Real processes ----------------------------------------------------------------------------
 
 uint64_t PidNamespaceInode() {

@@ -113,26 +113,56 @@ TEST(TcpTuningTest, AutomaticSpinOnlyWhenTheRanksOnThisHostFitItsCpus) {
   EXPECT_EQ(AutomaticWaitSpin(spread, 4, 3), kAutoWaitSpin);
 }
 
-TEST(TcpTuningTest, EnvironmentOverridesAndBadValuesFallBack) {
+TEST(TcpTuningTest, EnvironmentOverrides) {
   ScopedEnv spin("PADDLE_TCP_WAIT_SPIN_US", "250");
-  ScopedEnv poll("PADDLE_TCP_BUSY_POLL_US", "-3");
+  ScopedEnv poll("PADDLE_TCP_BUSY_POLL_US", " 3 ");
   ScopedEnv reads("PADDLE_TCP_WAITER_READS", "0");
-  ScopedEnv buffer("PADDLE_SOCKET_BUFFER_BYTES", "lots");
-  TcpTuning t = TuningFromEnv();
-  EXPECT_FALSE(t.wait_spin_auto);
-  EXPECT_EQ(t.wait_spin, absl::Microseconds(250));
-  EXPECT_EQ(t.busy_poll, absl::ZeroDuration());
-  EXPECT_FALSE(t.waiter_drives);
-  EXPECT_EQ(t.socket_buffer_bytes, 0);
+  ScopedEnv buffer("PADDLE_SOCKET_BUFFER_BYTES", "");
+  absl::StatusOr<TcpTuning> t = TuningFromEnv();
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->wait_spin_auto);
+  EXPECT_EQ(t->wait_spin, absl::Microseconds(250));
+  EXPECT_EQ(t->busy_poll, absl::Microseconds(3));
+  EXPECT_FALSE(t->waiter_drives);
+  EXPECT_EQ(t->socket_buffer_bytes, 0);  // empty is unset
   {
     ScopedEnv unset("PADDLE_TCP_WAIT_SPIN_US", nullptr);
-    EXPECT_TRUE(TuningFromEnv().wait_spin_auto);
+    EXPECT_TRUE(TuningFromEnv()->wait_spin_auto);
   }
   ScopedEnv zero("PADDLE_TCP_WAIT_SPIN_US", "0");
   t = TuningFromEnv();
-  EXPECT_FALSE(t.wait_spin_auto);  // an explicit 0 turns the automatic spin off
-  EXPECT_EQ(t.wait_spin, absl::ZeroDuration());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->wait_spin_auto);  // an explicit 0 turns the automatic spin off
+  EXPECT_EQ(t->wait_spin, absl::ZeroDuration());
   EXPECT_GE(UsableCpus(), 1);
+}
+
+// Note [Environment settings]: a malformed value is an error naming it, never the default.
+TEST(TcpTuningTest, MalformedValuesAreErrorsNamingTheVariable) {
+  const struct {
+    const char* name;
+    const char* value;
+  } cases[] = {
+      {"PADDLE_TCP_BUSY_POLL_US", "-3"},      {"PADDLE_TCP_WAIT_SPIN_US", "10us"},
+      {"PADDLE_TCP_WAIT_SPIN_US", "nan"},     {"PADDLE_TCP_WAITER_READS", "2"},
+      {"PADDLE_SOCKET_BUFFER_BYTES", "lots"}, {"PADDLE_SOCKET_BUFFER_BYTES", "4294967296"}};
+  for (const auto& c : cases) {
+    ScopedEnv bad(c.name, c.value);
+    absl::StatusOr<TcpTuning> t = TuningFromEnv();
+    ASSERT_FALSE(t.ok()) << c.name << "=" << c.value;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(t.status().message(), absl::StrCat(c.name, "=\"", c.value, "\"")))
+        << t.status();
+  }
+  // Creating a transport surfaces the error instead of running with the default.
+  ScopedEnv bad("PADDLE_TCP_BUSY_POLL_US", "fast");
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTcpTransport(options);
+  ASSERT_FALSE(transport.ok());
+  EXPECT_TRUE(absl::StrContains(transport.status().message(), "PADDLE_TCP_BUSY_POLL_US=\"fast\""))
+      << transport.status();
 }
 
 // ---- Data path, every world size ---------------------------------------------------------------
@@ -622,14 +652,17 @@ TEST(TcpTransportTest, StrayConnectionIsRejectedAndSetupCompletes) {
   ASSERT_TRUE(stray.ok()) << stray.status();
   std::string junk(tcp_wire::kHelloBytes, 'x');
   ASSERT_TRUE(stray->SendAll(junk.data(), junk.size(), Deadline::After(kLong)).ok());
-  char reply[tcp_wire::kHelloBytes + 4];
+  // It is turned away with a short reason and nothing else: no rank, world size or job id.
+  char reply[tcp_wire::kReplyBytes];
   ASSERT_TRUE(stray->RecvAll(reply, sizeof(reply), Deadline::After(kLong)).ok());
-  uint32_t length;
-  std::memcpy(&length, reply + tcp_wire::kHelloBytes, 4);
-  ASSERT_GT(length, 0u);
-  std::string reason(length, '\0');
-  ASSERT_TRUE(stray->RecvAll(reason.data(), length, Deadline::After(kLong)).ok());
-  EXPECT_TRUE(absl::StrContains(reason, "not a Paddle TCP transport handshake")) << reason;
+  absl::StatusOr<uint32_t> length = tcp_wire::DecodeReply(reply);
+  ASSERT_TRUE(length.ok()) << length.status();
+  std::string reason(*length, '\0');
+  ASSERT_TRUE(stray->RecvAll(reason.data(), *length, Deadline::After(kLong)).ok());
+  EXPECT_EQ(reason, "not a member of this job");
+  char more;
+  absl::Status closed = stray->RecvAll(&more, 1, Deadline::After(kLong));
+  EXPECT_TRUE(absl::IsUnavailable(closed)) << "the stray connection should be closed: " << closed;
 
   TransportOptions options;
   options.rank = 0;

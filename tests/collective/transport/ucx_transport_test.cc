@@ -31,6 +31,7 @@
 #include "paddle/core/logging.h"
 #include "tests/collective/transport/transport_conformance.h"
 #include "tests/collective/transport/transport_test_harness.h"
+#include "tests/testing/scoped_env.h"
 
 namespace paddle {
 namespace {
@@ -69,6 +70,22 @@ TEST_P(UcxTransportWorldTest, EveryPairExchangesEverySizeExactly) {
 }
 
 // ---- Matching ----------------------------------------------------------------------------------
+
+// Note [Environment settings]: checked before UCX is loaded, so this needs no UCX library.
+TEST(UcxTransportTest, MalformedWaitSpinIsAnErrorNamingIt) {
+  for (const char* value : {"-1", "20us", "nan", "99999999999999999999"}) {
+    ScopedEnv bad("PADDLE_UCX_WAIT_SPIN_US", value);
+    TransportOptions options;
+    options.rank = 0;
+    options.world_size = 1;
+    absl::StatusOr<std::unique_ptr<Transport>> transport = CreateUcxTransport(options);
+    ASSERT_FALSE(transport.ok()) << value;
+    EXPECT_EQ(transport.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(transport.status().message(),
+                                  absl::StrCat("PADDLE_UCX_WAIT_SPIN_US=\"", value, "\"")))
+        << transport.status();
+  }
+}
 
 TEST(UcxTransportTest, MessagesWithOneTagArriveInOrder) {
   ExpectOneTagArrivesInOrder([](const auto& body) { RunRanks(2, body); }, 300, 20000);

@@ -24,6 +24,10 @@
 // - Timeouts: each operation passes its timeout (the call's, else options.timeout) to Gloo as the
 //   operation's end-to-end timeout; options.connect_timeout bounds the connect, including the
 //   store waits (Gloo's own stores ignore that timeout; GlooStoreAdapter does not).
+// - Agreement (Note [Agreement check]): before each collective the ranks exchange 48-byte stamps
+//   of their calls with every peer, so that a mismatched count, dtype, root, op or operation is
+//   kInvalidArgument on every rank instead of Gloo's process abort (its size check throws on its
+//   own thread) or a silently wrong result. PADDLE_DEBUG_CHECKS adds the full listing.
 // - Failure (Note [Communicator failure]): the first failed operation poisons the communicator,
 //   fails every queued operation and closes this rank's connections, so peers blocked on this
 //   rank fail at once with kUnavailable naming it instead of waiting for their timeout. Abort()
@@ -112,6 +116,9 @@ class GlooCommunicator : public Communicator {
     int reduce_op = -1;  // a ReduceOp, or -1
     uint64_t extra = 0;  // a hash of per-rank counts (allgatherv, alltoallv)
     int64_t bytes = 0;
+    // Alltoallv: elements sent to and expected from each rank (the stamps' pair counts).
+    std::vector<int64_t> send_counts;
+    std::vector<int64_t> recv_counts;
   };
   // The body of an operation, run on the worker thread; `call` carries its sequence number
   // (the Gloo tag) and timeout.
@@ -136,6 +143,10 @@ class GlooCommunicator : public Communicator {
   // Runs the debug check of Note [Collective debug checks]: ranks allgather (operation, dtype,
   // count, root, op, seq) and fail alike, naming the ranks that differ, if any does.
   absl::Status CheckAgreement(const OpInfo& info, const GlooCallInfo& call);
+  // Note [Agreement check]: every rank sends its stamp to every other rank and compares theirs
+  // before the call goes to Gloo. A mismatch is kInvalidArgument; `*poison` is set when some
+  // rank may not have seen it (alltoallv pair counts only), so this one must poison.
+  absl::Status ExchangeStamps(const OpInfo& info, const GlooCallInfo& call, bool* poison);
   // Records the first failure, fails queued operations and closes this rank's connections.
   // Returns false (and does nothing) if the communicator was poisoned already.
   bool Poison(const absl::Status& cause);

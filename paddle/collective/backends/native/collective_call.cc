@@ -45,36 +45,6 @@ std::string Details(const CollectiveCall& call) {
 
 }  // namespace
 
-absl::string_view OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllreduce:
-      return "allreduce";
-    case OpKind::kBroadcast:
-      return "broadcast";
-    case OpKind::kReduce:
-      return "reduce";
-    case OpKind::kAllgather:
-      return "allgather";
-    case OpKind::kAllgatherv:
-      return "allgatherv";
-    case OpKind::kReduceScatter:
-      return "reduce_scatter";
-    case OpKind::kAlltoall:
-      return "alltoall";
-    case OpKind::kAlltoallv:
-      return "alltoallv";
-    case OpKind::kBarrier:
-      return "barrier";
-    case OpKind::kSend:
-      return "send";
-    case OpKind::kRecv:
-      return "recv";
-    case OpKind::kSplit:
-      return "split";
-  }
-  return "invalid";
-}
-
 std::string CountsToString(const std::vector<int64_t>& counts) {
   if (counts.size() <= kCountsShown) return absl::StrCat("[", absl::StrJoin(counts, ", "), "]");
   const size_t half = kCountsShown / 2;
@@ -87,6 +57,26 @@ std::string CollectiveCall::Describe(uint64_t seq) const {
   const std::string details = Details(*this);
   return absl::StrCat(OpKindName(kind), " #", seq, details.empty() ? "" : " (", details,
                       details.empty() ? "" : ")");
+}
+
+CallStamp CollectiveCall::Stamp(uint64_t seq) const {
+  CallStamp stamp;
+  stamp.seq = seq;
+  stamp.kind = static_cast<uint8_t>(kind);
+  if (has_dtype) stamp.dtype = static_cast<uint8_t>(dtype);
+  if (has_op) stamp.op = static_cast<uint8_t>(op);
+  stamp.root = root;
+  switch (kind) {
+    case OpKind::kAllgatherv:
+      stamp.count = count;  // the whole output: the same on every rank
+      stamp.counts_hash = HashCounts(counts);
+      break;
+    case OpKind::kAlltoallv:
+      break;  // each rank's input differs; the pair counts are checked instead
+    default:
+      stamp.count = count;
+  }
+  return stamp;
 }
 
 std::string CollectiveCall::Describe() const {

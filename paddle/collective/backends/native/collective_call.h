@@ -3,7 +3,8 @@
 //
 // The native communicator builds one per call. It names the operation in Work::Describe(), in
 // errors and logs ("allreduce #17 (float32 x 1048576, sum)"), and it is what the debug checks
-// (debug_checks.h) compare across ranks before an operation runs.
+// (debug_checks.h) compare across ranks before an operation runs, and what its CallStamp (Note
+// [Agreement check]) summarises.
 #ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_COLLECTIVE_CALL_H_
 #define PADDLE_COLLECTIVE_BACKENDS_NATIVE_COLLECTIVE_CALL_H_
 
@@ -12,29 +13,11 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "paddle/collective/call_stamp.h"
 #include "paddle/collective/reduction.h"
 #include "paddle/core/dtype.h"
 
 namespace paddle {
-
-// Stable values: they travel in the debug-check fingerprint. Append, never renumber.
-enum class OpKind : uint8_t {
-  kAllreduce,
-  kBroadcast,
-  kReduce,
-  kAllgather,
-  kAllgatherv,
-  kReduceScatter,
-  kAlltoall,
-  kAlltoallv,
-  kBarrier,
-  kSend,
-  kRecv,
-  kSplit,
-};
-
-// "allreduce", "reduce_scatter", ...; "invalid" outside the enum.
-absl::string_view OpKindName(OpKind kind);
 
 // Point-to-point operations involve two ranks only, so they are numbered apart from the
 // collectives (whose sequence numbers must be the same on every rank).
@@ -62,6 +45,9 @@ struct CollectiveCall {
   std::string Describe(uint64_t seq) const;
   // The same without the sequence number: "allreduce (float32 x 1048576, sum)".
   std::string Describe() const;
+  // What the ranks compare by default (Note [Agreement check]); alltoallv's pair counts are
+  // filled in per peer by the AlgorithmContext.
+  CallStamp Stamp(uint64_t seq) const;
 };
 
 // "[1, 2, 3]", shortened to the first and last few entries when long.

@@ -23,7 +23,10 @@
 // before every rank has read all fingerprints, a disagreement needs no abort: every rank fails
 // the call with kInvalidArgument, consumes no other message, and the communicator stays usable,
 // as after an argument error. Each rank sends 2(n-1) small messages per collective, so the check
-// is for debugging, not for production runs. Point-to-point operations are not checked. The
+// is for debugging, not for production runs; without it the always-on stamps of Note [Agreement
+// check] (paddle/collective/call_stamp.h) still turn a mismatch into an error, but only the ranks
+// that exchange data with a mismatched rank see both calls. Point-to-point operations are not
+// checked. The
 // communicators of all ranks must agree on the mode (checked when they are created).
 #ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_DEBUG_CHECKS_H_
 #define PADDLE_COLLECTIVE_BACKENDS_NATIVE_DEBUG_CHECKS_H_

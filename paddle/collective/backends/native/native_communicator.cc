@@ -3,14 +3,15 @@
 // Each call (1) describes itself as a CollectiveCall, (2) checks its arguments on the caller's
 // thread, (3) takes the next sequence number and (4) queues a task on the WorkQueue, all under
 // one lock so that sequence numbers follow the queue order. The task, on the queue thread, makes
-// the operation's Deadline and AlgorithmContext, runs the debug check if it is on and then the
-// algorithm. Argument errors fail the returned Work at once and do not poison the communicator;
-// the sequence number is used up all the same, so that ranks that all reject the same call stay
-// in step.
+// the operation's Deadline and AlgorithmContext (with the call's stamp, Note [Agreement check]),
+// runs the debug check if it is on and then the algorithm. Argument errors fail the returned Work
+// at once and do not poison the communicator; the sequence number is used up all the same, so that
+// ranks that all reject the same call stay in step.
 //
 // Note [Native communicator tags]
 // Algorithms own the tags without bit 63 (Note [Message tags]). The communicator's own messages
-// set bit 63: the debug checks use kDebugCheckTag; point-to-point messages also set bit 62 and
+// set bit 63 (as do the contexts' stamps, kAgreementTag = bit 63 | 1, Note [Agreement check]):
+// the debug checks use kDebugCheckTag; point-to-point messages also set bit 62 and
 // carry the caller's 32-bit tag, so Send/Recv pairs match on (peer, tag) in order, whatever the
 // collectives around them do.
 #include "paddle/collective/backends/native/native_communicator.h"
@@ -258,6 +259,14 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
   }
   AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
   ctx.set_scratch_arena(scratch_).set_piece_bytes(settings_.piece_bytes);
+  if (!IsPointToPoint(call.kind) && call.kind != OpKind::kSplit) {
+    // Note [Agreement check]: always on; the transport already checks point-to-point sizes.
+    if (call.kind == OpKind::kAlltoallv) {
+      ctx.set_stamp(call.Stamp(seq), call.counts, call.recv_counts);
+    } else {
+      ctx.set_stamp(call.Stamp(seq));
+    }
+  }
   if (cuda != nullptr) return cuda_.Run(ctx, *cuda, [&] { return body(ctx); });
   return body(ctx);
 }

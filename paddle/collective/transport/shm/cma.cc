@@ -6,14 +6,20 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "paddle/core/env.h"
+#include "paddle/core/status.h"
 
 namespace paddle {
 
-bool CmaEnabledByEnv() {
-  const char* env = std::getenv(kShmCmaEnvVar);
-  return env == nullptr || std::strcmp(env, "0") != 0;
+absl::StatusOr<bool> CmaEnabledByEnv() {
+  ASSIGN_OR_RETURN(std::optional<bool> on,
+                   BoolFromEnv(kShmCmaEnvVar,
+                               "whether large messages between local ranks are "
+                               "copied across processes with process_vm_readv"));
+  return on.value_or(true);
 }
 
 absl::Status CmaRead(pid_t pid, uint64_t remote, void* local, size_t bytes) {

@@ -15,13 +15,14 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace paddle {
 
 inline constexpr char kShmCmaEnvVar[] = "PADDLE_SHM_CMA";
 
-// False if PADDLE_SHM_CMA is "0".
-bool CmaEnabledByEnv();
+// PADDLE_SHM_CMA as a boolean, on when unset; kInvalidArgument naming it when malformed.
+absl::StatusOr<bool> CmaEnabledByEnv();
 
 // Reads `bytes` at `remote` in process `pid` into `local`. Errors carry the errno text.
 absl::Status CmaRead(pid_t pid, uint64_t remote, void* local, size_t bytes);

@@ -2,7 +2,8 @@
 //
 // Segment layout (all offsets 64-byte aligned, slots 4096-byte aligned):
 //   WorkspaceHeader                      magic, local size, slot size, attach count
-//   WorkspaceRankControl x local_size    progress signal, process identity, abort flag and cause
+//   WorkspaceRankControl x local_size    progress signal, process identity, abort flag and cause,
+//                                        the stamps of the slots' calls
 //   slots: local rank r, buffer b at     slots + (2 r + b) * slot_bytes
 //
 // Note [Slot size]
@@ -53,6 +54,7 @@ struct alignas(64) WorkspaceRankControl {
   std::atomic<uint32_t> cause_lock;
   uint32_t cause_code;  // absl::StatusCode of the cause
   char cause[kCauseBytes];
+  alignas(64) uint8_t round_stamp[2][kRoundStampBytes];  // per slot buffer
 };
 
 namespace {
@@ -184,6 +186,10 @@ WorkspaceRankControl& NodeWorkspace::control(int local) const {
 uint8_t* NodeWorkspace::slot(int local, int buffer) const {
   return slots_ +
          (2 * static_cast<size_t>(local) + static_cast<size_t>(buffer)) * options_.slot_bytes;
+}
+
+uint8_t* NodeWorkspace::round_stamp(int local, int buffer) const {
+  return control(local).round_stamp[buffer];
 }
 
 void NodeWorkspace::Post(uint32_t value) {

@@ -45,6 +45,8 @@ struct WorkspaceRankControl;
 // in the last-level cache (Note [Slot size] in node_workspace.cc).
 inline constexpr size_t kDefaultSlotBytes = size_t{512} << 10;
 inline constexpr char kSlotBytesEnvVar[] = "PADDLE_SHM_SLOT_BYTES";
+// Bytes beside each slot for the stamp of the call whose data it holds (round_stamp()).
+inline constexpr size_t kRoundStampBytes = 64;
 // PADDLE_SHM_SLOT_BYTES, or 0 when it is unset (the communicator then chooses: Note [Sizes when
 // ranks outnumber cores] in communicator_settings.cc); kInvalidArgument naming the variable.
 absl::StatusOr<size_t> SlotBytesFromEnvironment();
@@ -75,6 +77,10 @@ class NodeWorkspace {
 
   // Slot `buffer` (0 or 1) of local rank `local`: slot_bytes(), 64-byte aligned.
   uint8_t* slot(int local, int buffer) const;
+  // kRoundStampBytes beside that slot, in a cache line of their own: like the slot, written by
+  // its rank before it posts the slot's data and read by the others after (Note [Agreement
+  // check] in paddle/collective/call_stamp.h).
+  uint8_t* round_stamp(int local, int buffer) const;
 
   // The round counter of the collectives: the same on every local rank between operations.
   uint64_t& round() { return round_; }

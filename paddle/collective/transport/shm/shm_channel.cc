@@ -94,6 +94,7 @@ std::unique_ptr<TransportRequest> ShmChannel::Send(const void* data, size_t byte
   std::shared_ptr<ShmOp> op;
   OpList done;
   absl::Status cause;
+  absl::Status error;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
     const int64_t seq = send_seq_++;
@@ -104,22 +105,32 @@ std::unique_ptr<TransportRequest> ShmChannel::Send(const void* data, size_t byte
       ShmRecordKind kind = bytes <= kShmEagerMaxBytes ? ShmRecordKind::kEager
                            : peer_reads_cma_          ? ShmRecordKind::kCma
                                                       : ShmRecordKind::kStream;
-      Enqueue(OutMsg{kind, op, static_cast<uint64_t>(seq)}, &done);
+      error = Enqueue(OutMsg{kind, op, static_cast<uint64_t>(seq)}, &done);
     }
   }
   if (!cause.ok()) op->Complete(Annotate(cause, op->Describe(*link_)));
+  if (!error.ok()) owner_->Poison(error);  // fails `op` too, which is queued
   CompleteAll(done);
   return MakeRequest(std::move(op));
 }
 
-void ShmChannel::Enqueue(OutMsg message, OpList* done) {
+absl::Status ShmChannel::Enqueue(OutMsg message, OpList* done) {
   queue_.push_back(std::move(message));
   // Only the first in line may be written now: the others wait behind it, in order.
-  if (queue_.size() == 1) WriteQueued(done);
+  absl::Status error;
+  if (queue_.size() == 1) error = WriteQueued(done);
   queued_.store(!queue_.empty(), std::memory_order_release);
+  return error;
 }
 
-void ShmChannel::WriteQueued(OpList* done) {
+absl::Status ShmChannel::WriteQueued(OpList* done) {
+  // Appends `record` to the outbound ring; false (leaving `error` OK) if there is no room yet.
+  absl::Status error;
+  auto write = [&](const ShmRecord& record, const void* payload) {
+    absl::StatusOr<bool> written = outbound_.TryWrite(record, payload);
+    if (!written.ok()) error = CorruptRing(written.status());
+    return written.ok() && *written;
+  };
   while (!queue_.empty()) {
     OutMsg& m = queue_.front();
     ShmRecord record{};
@@ -127,19 +138,19 @@ void ShmChannel::WriteQueued(OpList* done) {
     bool finished = true;
     if (m.kind == ShmRecordKind::kAck) {
       record.word1 = m.id;
-      if (!outbound_.TryWrite(record, nullptr)) break;
+      if (!write(record, nullptr)) break;
     } else if (m.kind == ShmRecordKind::kEager) {
       record.tag = m.op->tag;
       record.size = m.op->bytes;
       record.length = static_cast<uint32_t>(m.op->bytes);
-      if (!outbound_.TryWrite(record, m.op->data)) break;
+      if (!write(record, m.op->data)) break;
       done->push_back(m.op);
     } else if (m.kind == ShmRecordKind::kCma) {
       record.tag = m.op->tag;
       record.size = m.op->bytes;
       record.word0 = reinterpret_cast<uint64_t>(m.op->data);
       record.word1 = m.id;
-      if (!outbound_.TryWrite(record, nullptr)) break;
+      if (!write(record, nullptr)) break;
       awaiting_ack_[m.id] = m.op;
     } else {  // kStream
       record.tag = m.op->tag;
@@ -148,7 +159,7 @@ void ShmChannel::WriteQueued(OpList* done) {
         const size_t piece = std::min(kShmStreamPieceBytes, m.op->bytes - m.offset);
         record.length = static_cast<uint32_t>(piece);
         record.word0 = m.offset;
-        if (!outbound_.TryWrite(record, m.op->data + m.offset)) break;
+        if (!write(record, m.op->data + m.offset)) break;
         m.offset += piece;
         outbound_.Publish();
         RingDoorbell(peer_control_->doorbell);
@@ -161,6 +172,7 @@ void ShmChannel::WriteQueued(OpList* done) {
     RingDoorbell(peer_control_->doorbell);
     if (finished) queue_.pop_front();
   }
+  return error;
 }
 
 // ---- Receiving ---------------------------------------------------------------------------------
@@ -214,11 +226,11 @@ absl::Status ShmChannel::Progress(bool* completed) {
   if (queued_.load(std::memory_order_acquire)) {
     std::unique_lock<std::mutex> lock(send_mu_, std::try_to_lock);
     if (lock.owns_lock()) {
-      WriteQueued(&done);
+      error = WriteQueued(&done);
       queued_.store(!queue_.empty(), std::memory_order_release);
     }
   }
-  if (inbound_probe_.MaybeNonEmpty()) {
+  if (error.ok() && inbound_probe_.MaybeNonEmpty()) {
     std::unique_lock<std::mutex> lock(recv_mu_, std::try_to_lock);
     if (lock.owns_lock() && !recv_closed_) error = ReadInbound(&done);
   }
@@ -229,10 +241,11 @@ absl::Status ShmChannel::Progress(bool* completed) {
 
 absl::Status ShmChannel::ReadInbound(OpList* done) {
   while (true) {
+    ShmRecord record;  // Note [Untrusted rings]: the one copy of the header that is used
     const char* payload = nullptr;
-    const ShmRecord* at = inbound_.Peek(&payload);
-    if (at == nullptr) return absl::OkStatus();
-    const ShmRecord record = *at;
+    absl::StatusOr<bool> next = inbound_.Next(record, &payload);
+    if (!next.ok()) return CorruptRing(next.status());
+    if (!*next) return absl::OkStatus();
     absl::Status status = OnRecord(record, payload, done);
     inbound_.Pop(record);
     RingDoorbell(peer_control_->doorbell);  // the peer may wait for the space
@@ -240,6 +253,8 @@ absl::Status ShmChannel::ReadInbound(OpList* done) {
   }
 }
 
+// `record` passed CheckShmRecord (its payload lies in the ring and within its message); here it is
+// checked against the receive state and buffers (Note [Untrusted rings]).
 absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, OpList* done) {
   if (record.kind == ShmRecordKind::kAck) {
     std::lock_guard<std::mutex> lock(send_mu_);
@@ -252,29 +267,38 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
   }
   const size_t size = record.size;
   const size_t length = record.length;
+  const bool streaming = stream_op_ != nullptr || stream_buffer_ != nullptr;
   if (record.kind == ShmRecordKind::kStream && record.word0 > 0) {
-    // The next piece of the message streaming in.
-    if (stream_op_ != nullptr) {
-      std::memcpy(stream_op_->data + record.word0, payload, length);
-      stream_received_ += length;
-      if (stream_received_ == size) done->push_back(std::move(stream_op_));
-    } else if (stream_buffer_ != nullptr) {
-      std::memcpy(stream_buffer_->data.data.get() + record.word0, payload, length);
-      stream_received_ += length;
-      if (stream_received_ == size) {
+    // The next piece of the message streaming in, if its receive has not failed (a size
+    // mismatch: the transport is being poisoned).
+    if (!streaming) return absl::OkStatus();
+    const size_t total = stream_op_ != nullptr ? stream_op_->bytes : stream_buffer_->bytes;
+    if (size != total || record.word0 != stream_received_) {
+      return CorruptRing(absl::DataLossError(
+          absl::StrCat("corrupt shared-memory ring: a stream piece of tag ", record.tag, " for a ",
+                       size, "-byte message at offset ", record.word0, " (", length,
+                       " bytes), but the message streaming in has ", total, " bytes, ",
+                       stream_received_, " of them received")));
+    }
+    char* into = stream_op_ != nullptr ? stream_op_->data : stream_buffer_->data.data.get();
+    std::memcpy(into + stream_received_, payload, length);
+    stream_received_ += length;
+    if (stream_received_ == size) {
+      if (stream_op_ != nullptr) {
+        done->push_back(std::move(stream_op_));
+      } else {
         stream_buffer_->complete = true;
         stream_buffer_.reset();
       }
-    }  // else its receive failed (a size mismatch): the transport is being poisoned
+    }
     return absl::OkStatus();
   }
-  if (record.kind != ShmRecordKind::kEager && record.kind != ShmRecordKind::kCma &&
-      record.kind != ShmRecordKind::kStream) {
-    return ErrorContext()
-        .Rank(link_->rank, link_->world_size)
-        .Peer(link_->peer, link_->peer_address)
-        .Wrap(absl::InternalError(absl::StrCat("corrupt shared-memory ring: record kind ",
-                                               static_cast<uint32_t>(record.kind))));
+  if (streaming) {
+    // A sender writes every piece of a streamed message before its next message.
+    return CorruptRing(absl::DataLossError(
+        absl::StrCat("corrupt shared-memory ring: a message of tag ", record.tag, " (", size,
+                     " bytes) starts while a streamed message has ", stream_received_, " of its ",
+                     stream_op_ != nullptr ? stream_op_->bytes : stream_buffer_->bytes, " bytes")));
   }
   // The start of a message: the oldest posted receive with its tag takes it.
   const uint64_t tag = record.tag;
@@ -376,8 +400,7 @@ absl::Status ShmChannel::ReadCma(ShmOp& op, uint64_t address, uint64_t id) {
   op.Complete(absl::OkStatus());
   std::lock_guard<std::mutex> lock(send_mu_);
   OpList none;  // acknowledgements complete nothing here
-  Enqueue(OutMsg{ShmRecordKind::kAck, nullptr, id}, &none);
-  return absl::OkStatus();
+  return Enqueue(OutMsg{ShmRecordKind::kAck, nullptr, id}, &none);
 }
 
 // ---- Failure -----------------------------------------------------------------------------------
@@ -406,6 +429,16 @@ void ShmChannel::Fail(const absl::Status& cause) {
     spare_.clear();
   }
   for (auto& op : failed) op->Complete(Annotate(cause, op->Describe(*link_)));
+}
+
+absl::Status ShmChannel::CorruptRing(const absl::Status& status) const {
+  return ErrorContext()
+      .Rank(link_->rank, link_->world_size)
+      .Peer(link_->peer, link_->peer_address)
+      .Hint(absl::StrCat("rank ", link_->peer, " (", link_->peer_address,
+                         ") wrote an impossible record or position into shared memory: it is "
+                         "broken, of another build, or not a rank of this job"))
+      .Wrap(status);
 }
 
 absl::Status ShmChannel::SizeMismatch(const ShmOp& op, size_t sent_bytes) const {

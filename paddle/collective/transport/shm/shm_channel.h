@@ -20,6 +20,10 @@
 //  Locks: send_mu_ guards the outbound ring and queue, recv_mu_ the inbound ring and matching
 //   state; recv_mu_ may be held while taking send_mu_ (to queue an acknowledgement), never the
 //   other way. Progress only try-locks, so a waiter never blocks behind another one.
+//  Untrusted input: every record read from the inbound ring is checked against the ring and then
+//   against the receive state before a byte is copied (Note [Untrusted rings] in shm_ring.h): a
+//   stream piece must continue the message streaming in at the offset received so far, within
+//   its size; a new message may not start while one streams in.
 //  Failure: Fail() completes every queued, posted and in-flight op with the transport's cause and
 //   refuses new ones; errors found while moving data are returned to the transport, which
 //   poisons itself outside the channel's locks.
@@ -146,8 +150,10 @@ class ShmChannel final : public Channel {
   using OpList = std::vector<std::shared_ptr<ShmOp>>;
 
   std::unique_ptr<TransportRequest> MakeRequest(std::shared_ptr<ShmOp> op);
-  void Enqueue(OutMsg message, OpList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
-  void WriteQueued(OpList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  // Queues `message` and writes what fits; an error means the ring is corrupt (the caller
+  // poisons the transport with it).
+  absl::Status Enqueue(OutMsg message, OpList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  absl::Status WriteQueued(OpList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
   absl::Status ReadInbound(OpList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   absl::Status OnRecord(const ShmRecord& record, const char* payload, OpList* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
@@ -157,6 +163,8 @@ class ShmChannel final : public Channel {
   void CompleteAll(OpList& done);
 
   absl::Status SizeMismatch(const ShmOp& op, size_t sent_bytes) const;
+  // `status` (kDataLoss: Note [Untrusted rings] in shm_ring.h) with this link's ranks and a hint.
+  absl::Status CorruptRing(const absl::Status& status) const;
 
   const std::shared_ptr<const ShmLinkInfo> link_;
   Owner* const owner_;

@@ -5,7 +5,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
+
+#include "absl/strings/str_cat.h"
 
 namespace paddle {
 
@@ -19,10 +22,137 @@ void RingDoorbell(ShmSignal& doorbell) {
   }
 }
 
-bool ShmRing::TryWrite(const ShmRecord& record, const void* payload) {
+namespace {
+
+const char* KindName(ShmRecordKind kind) {
+  switch (kind) {
+    case ShmRecordKind::kPad:
+      return "pad";
+    case ShmRecordKind::kEager:
+      return "eager";
+    case ShmRecordKind::kCma:
+      return "CMA";
+    case ShmRecordKind::kAck:
+      return "ack";
+    case ShmRecordKind::kStream:
+      return "stream";
+  }
+  return "unknown";
+}
+
+absl::Status Corrupt(uint32_t tail, const ShmRecord& record, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("corrupt shared-memory ring: ", KindName(record.kind),
+                                          " record (kind ", static_cast<uint32_t>(record.kind),
+                                          ") at ring offset ", tail & (kShmRingBytes - 1), ": ",
+                                          what));
+}
+
+}  // namespace
+
+void StampShmControl(ShmControl& control, int world_size) {
+  control.magic = kShmControlMagic;
+  control.version = kShmLayoutVersion;
+  control.world_size = static_cast<uint32_t>(world_size);
+  control.control_bytes = kShmControlBytes;
+  control.ring_bytes = kShmRingBytes;
+}
+
+absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::string_view segment) {
+  // Note [Untrusted rings]: each field is read once.
+  const uint64_t magic = control.magic;
+  const uint32_t version = control.version;
+  const uint32_t ranks = control.world_size;
+  const uint64_t control_bytes = control.control_bytes;
+  const uint64_t ring_bytes = control.ring_bytes;
+  if (magic != kShmControlMagic) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shared-memory segment ", segment,
+                     " is not a segment of this transport: its control block "
+                     "starts with 0x",
+                     absl::Hex(magic, absl::kZeroPad16), ", expected 0x",
+                     absl::Hex(kShmControlMagic, absl::kZeroPad16),
+                     " (another program, or a store prefix shared with one?)"));
+  }
+  if (version != kShmLayoutVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shared-memory segment ", segment, " has layout version ", version, ", this build has ",
+        kShmLayoutVersion, ": every rank must run the same build of Paddle Collective"));
+  }
+  if (ranks != static_cast<uint32_t>(world_size) || control_bytes != kShmControlBytes ||
+      ring_bytes != kShmRingBytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shared-memory segment ", segment, " is laid out for ", ranks, " ranks, a ",
+                     control_bytes, "-byte control block and ", ring_bytes,
+                     "-byte rings; this rank expects ", world_size, ", ", kShmControlBytes, " and ",
+                     kShmRingBytes, " (ranks with different world sizes or builds?)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShmRecord(const ShmRecord& record, uint32_t tail, uint32_t head) {
+  const size_t published = static_cast<uint32_t>(head - tail);
+  if (published > kShmRingBytes || published % kShmRecordHeaderBytes != 0) {
+    return absl::DataLossError(
+        absl::StrCat("corrupt shared-memory ring: the producer's head ", head, " is ", published,
+                     " bytes past the consumer's tail ", tail, "; the bound is the ring's ",
+                     kShmRingBytes, " bytes, in whole ", kShmRecordHeaderBytes, "-byte units"));
+  }
+  const size_t offset = tail & (kShmRingBytes - 1);
+  const size_t bytes = ShmRecordBytes(record.length);
+  if (bytes > published) {
+    return Corrupt(tail, record,
+                   absl::StrCat("length ", record.length, " (", bytes,
+                                " ring bytes) is more than the ", published, " bytes published"));
+  }
+  if (bytes > kShmRingBytes - offset) {
+    return Corrupt(tail, record,
+                   absl::StrCat("length ", record.length, " (", bytes,
+                                " ring bytes) runs past the end of the ring, ",
+                                kShmRingBytes - offset, " bytes on"));
+  }
+  switch (record.kind) {
+    case ShmRecordKind::kPad:
+      if (bytes != kShmRingBytes - offset) {
+        return Corrupt(tail, record,
+                       absl::StrCat("length ", record.length, " (", bytes,
+                                    " ring bytes) does not reach the end of the ring, ",
+                                    kShmRingBytes - offset, " bytes on"));
+      }
+      return absl::OkStatus();
+    case ShmRecordKind::kEager:
+      if (record.length != record.size) {
+        return Corrupt(
+            tail, record,
+            absl::StrCat("length ", record.length, " differs from the message size ", record.size));
+      }
+      return absl::OkStatus();
+    case ShmRecordKind::kCma:
+    case ShmRecordKind::kAck:
+      if (record.length != 0) {
+        return Corrupt(tail, record, absl::StrCat("length ", record.length, ", expected 0"));
+      }
+      return absl::OkStatus();
+    case ShmRecordKind::kStream:
+      if (record.length > record.size || record.word0 > record.size - record.length) {
+        return Corrupt(tail, record,
+                       absl::StrCat("piece at offset ", record.word0, " with length ",
+                                    record.length, " ends past the message size ", record.size));
+      }
+      return absl::OkStatus();
+  }
+  return Corrupt(tail, record, "unknown kind");
+}
+
+absl::StatusOr<bool> ShmRing::TryWrite(const ShmRecord& record, const void* payload) {
   const size_t bytes = ShmRecordBytes(record.length);
   const uint32_t tail = header_->tail.Load();
   const size_t used = static_cast<uint32_t>(head_ - tail);
+  if (used > kShmRingBytes) {
+    return absl::DataLossError(absl::StrCat("corrupt shared-memory ring: the consumer's tail ",
+                                            tail, " is ", used,
+                                            " bytes behind the producer's head ", head_,
+                                            "; the bound is the ring's ", kShmRingBytes, " bytes"));
+  }
   const size_t offset = head_ & (kShmRingBytes - 1);
   const size_t to_end = kShmRingBytes - offset;
   const size_t pad = bytes > to_end ? to_end : 0;
@@ -41,24 +171,27 @@ bool ShmRing::TryWrite(const ShmRecord& record, const void* payload) {
   return true;
 }
 
-const ShmRecord* ShmRing::Peek(const char** payload) {
+absl::StatusOr<bool> ShmRing::Next(ShmRecord& record, const char** payload) {
   while (true) {
     const uint32_t head = header_->head.Load();  // acquire: the record's bytes are visible
-    const uint32_t tail = header_->tail.value.load(std::memory_order_relaxed);
-    if (head == tail) return nullptr;
-    const char* at = data_ + (tail & (kShmRingBytes - 1));
-    const auto* record = reinterpret_cast<const ShmRecord*>(at);
-    if (record->kind != ShmRecordKind::kPad) {
+    if (head == tail_) return false;
+    const char* at = data_ + (tail_ & (kShmRingBytes - 1));
+    std::memcpy(&record, at, sizeof(record));
+    // The checks and every later use must see this one copy, not a second read of the ring.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    absl::Status valid = CheckShmRecord(record, tail_, head);
+    if (!valid.ok()) return valid;
+    if (record.kind != ShmRecordKind::kPad) {
       *payload = at + kShmRecordHeaderBytes;
-      return record;
+      return true;
     }
-    header_->tail.Post(tail + static_cast<uint32_t>(ShmRecordBytes(record->length)));
+    Pop(record);
   }
 }
 
 void ShmRing::Pop(const ShmRecord& record) {
-  const uint32_t tail = header_->tail.value.load(std::memory_order_relaxed);
-  header_->tail.Post(tail + static_cast<uint32_t>(ShmRecordBytes(record.length)));
+  tail_ += static_cast<uint32_t>(ShmRecordBytes(record.length));
+  header_->tail.Post(tail_);
 }
 
 }  // namespace paddle

@@ -12,6 +12,16 @@
 // straddle cache lines. A record never wraps: if it does not fit before the end of the ring, the
 // producer fills the rest with a kPad record and starts over at offset 0.
 //
+// Note [Untrusted rings]. Everything in a segment can be written by any process that maps it, and
+// a broken peer (or another program, or another build) may write anything there. So neither end
+// of a ring trusts what it reads from shared memory: each position or record header is read once
+// into a local (a header is copied out whole), checked against the ring's capacity and the
+// record's own rules (CheckShmRecord), and only then used; the channel then checks it against
+// its receive buffers. The consumer keeps its own copy of `tail`, as the producer keeps `head`,
+// so a peer that moves either can only corrupt its own messages. A violation is kDataLoss and
+// poisons the transport. The control block opens with a stamp (magic, layout version and sizes)
+// that every process checks before it uses a segment (CheckShmControl).
+//
 // Note [Doorbell]. A thread waiting on the transport cannot sleep on every ring at once, so each
 // segment has one doorbell (a ShmSignal used as a counter): whoever does something another
 // process may be waiting for (a producer writing into this rank's ring, a consumer freeing space
@@ -26,6 +36,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "paddle/collective/transport/shm/shm_signal.h"
 
 namespace paddle {
@@ -46,9 +59,20 @@ inline constexpr int kShmMaxRanks = 2048;
 inline constexpr size_t kShmAbortTextBytes = 1024;
 inline constexpr size_t kShmRecordHeaderBytes = 64;
 
-// At offset 0 of every segment. Zero bytes are a valid initial state.
+// The stamp at the start of every segment: "PDLSHMCB" read as a little-endian word. The version
+// changes with any change of the segment layout or of the record format.
+inline constexpr uint64_t kShmControlMagic = 0x4243'4d48'534c'4450;
+inline constexpr uint32_t kShmLayoutVersion = 1;
+
+// At offset 0 of every segment. Zero bytes are a valid initial state for all but the stamp, which
+// StampShmControl writes before the segment's name is published.
 struct ShmControl {
-  ShmSignal doorbell;  // Note [Doorbell]
+  uint64_t magic;          // kShmControlMagic
+  uint32_t version;        // kShmLayoutVersion
+  uint32_t world_size;     // rings in the segment
+  uint64_t control_bytes;  // kShmControlBytes
+  uint64_t ring_bytes;     // kShmRingBytes
+  ShmSignal doorbell;      // Note [Doorbell]
   std::atomic<uint32_t> aborted;
   std::atomic<int32_t> abort_code;
   uint64_t probe;  // a value peers read with process_vm_readv to check that CMA works
@@ -69,6 +93,12 @@ inline constexpr size_t kShmRingStride = sizeof(ShmRingHeader) + kShmRingBytes;
 inline size_t ShmSegmentBytes(int world_size) {
   return kShmControlBytes + static_cast<size_t>(world_size) * kShmRingStride;
 }
+
+// Writes the stamp into the control block of a new segment for `world_size` ranks.
+void StampShmControl(ShmControl& control, int world_size);
+// Checks the stamp of segment `segment` (its name, for the message), opened by a rank of a job of
+// `world_size` ranks: kFailedPrecondition naming the segment, what it holds and what was expected.
+absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::string_view segment);
 
 enum class ShmRecordKind : uint32_t {
   kPad = 1,     // skip to the start of the ring
@@ -94,6 +124,14 @@ inline size_t ShmRecordBytes(size_t length) {
   return (kShmRecordHeaderBytes + length + 63) / 64 * 64;
 }
 
+// Checks a record header copied out of a ring (Note [Untrusted rings]) at consumer position
+// `tail`, the producer having published up to `head`: the published bytes fit the ring, the
+// record fits them and the end of the ring, and its fields agree with its kind (kPad reaches the
+// end of the ring; kEager carries `size` bytes; kCma and kAck none; a kStream piece lies within
+// its message: word0 + length <= size). kDataLoss naming the field, its value and the bound.
+// `tail` is the consumer's own, a multiple of 64. Pure, so it can be fuzzed.
+absl::Status CheckShmRecord(const ShmRecord& record, uint32_t tail, uint32_t head);
+
 // Increments `doorbell` and wakes its sleepers (Note [Doorbell]); any process, any thread.
 void RingDoorbell(ShmSignal& doorbell);
 
@@ -106,23 +144,25 @@ class ShmRing {
         data_(static_cast<char*>(at) + sizeof(ShmRingHeader)) {}
 
   // Producer: appends a record (padding first if it would wrap); false if there is no room yet.
-  // Published to the consumer only by Publish().
-  bool TryWrite(const ShmRecord& record, const void* payload);
+  // Published to the consumer only by Publish(). kDataLoss if the consumer's position read from
+  // shared memory is impossible (more than the ring behind `head`).
+  absl::StatusOr<bool> TryWrite(const ShmRecord& record, const void* payload);
   void Publish() { header_->head.Post(head_); }
 
-  // Consumer: the next record, or null when the ring is empty. `payload` gets its bytes.
-  const ShmRecord* Peek(const char** payload);
-  // Consumer: frees the record Peek() returned (kPad records are skipped by Peek itself).
+  // Consumer: copies the next record's header into `record` and points `payload` at its payload
+  // bytes in the ring; false when the ring is empty. kPad records are skipped here. kDataLoss
+  // (from CheckShmRecord) if the producer wrote an impossible position or record.
+  absl::StatusOr<bool> Next(ShmRecord& record, const char** payload);
+  // Consumer: frees the record Next() returned.
   void Pop(const ShmRecord& record);
-  // Consumer: true if records may be waiting (cheap, without the consumer's lock).
+  // Consumer: true if records may be waiting (cheap, without the consumer's lock; a hint only).
   bool MaybeNonEmpty() const { return header_->head.Load() != header_->tail.Load(); }
-
-  ShmSignal& tail_signal() { return header_->tail; }
 
  private:
   ShmRingHeader* header_ = nullptr;
   char* data_ = nullptr;
-  uint32_t head_ = 0;  // producer's copy
+  uint32_t head_ = 0;  // producer's own position
+  uint32_t tail_ = 0;  // consumer's own position (Note [Untrusted rings])
 };
 
 }  // namespace paddle

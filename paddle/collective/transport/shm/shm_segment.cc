@@ -22,14 +22,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace paddle {
 namespace {
@@ -38,14 +42,18 @@ constexpr char kPrefix[] = "paddle-";
 
 std::string ErrnoText(int err) { return absl::StrCat(std::strerror(err), " (errno ", err, ")"); }
 
-bool ValidTag(absl::string_view tag) {
-  if (tag.empty() || tag.size() > 64) return false;
-  for (char c : tag) {
+// Letters, digits, '-' and '_': what the names Create makes consist of after their '/'.
+bool ValidNameChars(absl::string_view text) {
+  for (char c : text) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '-' || c == '_';
     if (!ok) return false;
   }
   return true;
+}
+
+bool ValidTag(absl::string_view tag) {
+  return !tag.empty() && tag.size() <= 64 && ValidNameChars(tag);
 }
 
 // The inode of this process's PID namespace, "0" if unknown.
@@ -132,6 +140,18 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(absl::string_view
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name,
                                                              size_t bytes) {
+  // The name comes from the store: open only names Create could have made, so a wrong entry can
+  // neither reach another program's segment nor a path outside /dev/shm.
+  absl::string_view rest = name;
+  const bool ours = absl::ConsumePrefix(&rest, absl::StrCat("/", kPrefix)) && !rest.empty() &&
+                    name.size() <= NAME_MAX && ValidNameChars(rest);
+  if (!ours) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to open shared-memory segment \"", absl::CHexEscape(name.substr(0, 300)),
+        "\": not a name of this transport (\"/", kPrefix,
+        "\" then letters, digits, '-' or '_', at most ", NAME_MAX,
+        " characters); another program uses this store prefix, or the store entry is corrupt"));
+  }
   const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
     const int e = errno;
@@ -141,8 +161,29 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& 
                       "container: ranks that share memory need one /dev/shm)"
                     : ""));
   }
+  // Checked on the open file, so the name cannot be swapped between the check and the mapping.
   struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("fstat of shared-memory segment ", name, ": ", ErrnoText(e)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::PermissionDeniedError(
+        absl::StrFormat("refusing to map shared-memory segment %s: it is not a regular file "
+                        "(mode 0%o)",
+                        name, st.st_mode));
+  }
+  if (st.st_uid != geteuid()) {
+    close(fd);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "refusing to map shared-memory segment ", name, ": it belongs to uid ", st.st_uid,
+        ", but this process runs as uid ", geteuid(),
+        " and maps only segments of its own uid (every rank of a job must run as one user)"));
+  }
+  if (static_cast<size_t>(st.st_size) != bytes) {
     close(fd);
     return absl::FailedPreconditionError(
         absl::StrCat("shared-memory segment ", name, " has ", static_cast<int64_t>(st.st_size),

@@ -28,7 +28,11 @@ class ShmSegment {
   // /dev/shm has free when it is full.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(absl::string_view tag, size_t bytes);
 
-  // Opens and maps the segment `name` created by another process; it must be exactly `bytes`.
+  // Opens and maps the segment `name` created by another process. `name` may come from anywhere
+  // (a store), so it must be one Create could have made ("/paddle-" and letters, digits, '-' or
+  // '_'; else kInvalidArgument), be a regular file of this process's uid (else
+  // kPermissionDenied) and be exactly `bytes` (else kFailedPrecondition); each error names the
+  // segment and what was found. What the memory holds is the caller's to check.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& name, size_t bytes);
 
   ~ShmSegment();  // unmaps; unlinks the name if this process created it and has not yet

@@ -7,9 +7,11 @@
 //     name, and the address and value of its CMA probe word;
 //  2. reads every peer's entry; if the host identities differ, fails on every rank alike with
 //     kFailedPrecondition naming each rank's host (the job needs PADDLE_TRANSPORT=tcp or auto);
-//  3. opens every peer's segment and probes whether it can read each peer with process_vm_readv
-//     (the result goes into its own control block's `cma_from`, which the peer reads to choose
-//     between CMA and streaming for what it sends here);
+//  3. opens every peer's segment (ShmSegment::Open checks its name, owner and size, then the
+//     control block's stamp is checked: Note [Untrusted rings] in shm_ring.h) and probes whether
+//     it can read each peer with process_vm_readv (the result goes into its own control block's
+//     `cma_from`, which the peer reads to choose between CMA and streaming for what it sends
+//     here);
 //  4. publishes <prefix>/shm/opened/<rank> and waits for every rank's, then unlinks its segment:
 //     from then on the memory lives only in the mappings, so no process, however it dies, leaves
 //     a name in /dev/shm (Note [Segment cleanup] in shm_segment.cc covers a death before that).
@@ -149,6 +151,7 @@ absl::Status ShmEngine::Connect(const TransportOptions& options) {
   if (!segment.ok()) return Context().Wrap(segment.status());
   own_segment_ = std::move(*segment);
   control_ = static_cast<ShmControl*>(own_segment_->data());
+  StampShmControl(*control_, world_size_);
   std::random_device random;
   control_->probe = ((static_cast<uint64_t>(random()) << 32) | random()) | 1;
 
@@ -166,13 +169,16 @@ absl::Status ShmEngine::Connect(const TransportOptions& options) {
   RETURN_IF_ERROR(ReadPeers(store, deadline, options.connect_timeout));
   RETURN_IF_ERROR(CheckOneHost());
 
-  const bool cma = CmaEnabledByEnv();
+  ASSIGN_OR_RETURN(const bool cma, CmaEnabledByEnv());
   peer_segments_.resize(world_size_);
   for (int p = 0; p < world_size_; ++p) {
     if (p == rank_) continue;
     absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(peers_[p].segment, bytes);
     if (!opened.ok()) return Context().Peer(p, Address(p)).Wrap(opened.status());
     peer_segments_[p] = std::move(*opened);
+    absl::Status stamp = CheckShmControl(*static_cast<const ShmControl*>(peer_segments_[p]->data()),
+                                         world_size_, peers_[p].segment);
+    if (!stamp.ok()) return Context().Peer(p, Address(p)).Wrap(stamp);
     std::string why;
     const bool readable = cma && CmaProbe(peers_[p].process.pid, peers_[p].probe_address,
                                           peers_[p].probe_value, &why);

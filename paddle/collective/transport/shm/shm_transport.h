@@ -3,7 +3,8 @@
 // cross-memory attach (process_vm_readv).
 //
 // The pieces, each in its own file:
-//   shm_ring      the segment layout, the per-pair rings and the doorbell (Note [Doorbell])
+//   shm_ring      the segment layout, the per-pair rings and the doorbell (Note [Doorbell]), and
+//                 the checks of everything a peer writes (Note [Untrusted rings])
 //   cma           process_vm_readv reads and the setup probe
 //   shm_channel   one peer's link: eager, CMA and streamed messages, matching, failure
 //   shm_transport setup through the store (Note [Shm setup]), progress, poisoning

@@ -2,6 +2,7 @@
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -176,7 +177,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportOpt
         absl::StrCat("TCP transport of rank ", options.rank, "/", options.world_size,
                      ": TransportOptions.store is null; the ranks exchange addresses through it"));
   }
-  TcpTuning tuning = TuningFromEnv();
+  ASSIGN_OR_RETURN(TcpTuning tuning, TuningFromEnv());
   TcpMeshOptions mesh;
   mesh.rank = options.rank;
   mesh.world_size = options.world_size;
@@ -185,6 +186,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportOpt
   mesh.interface_name = options.interface_name;
   mesh.connect_timeout = options.connect_timeout;
   mesh.socket_buffer_bytes = tuning.socket_buffer_bytes;
+  // The job token the launcher hands every worker (the TCP store reads the same variable).
+  if (const char* token = std::getenv("PADDLE_STORE_TOKEN"); token != nullptr) {
+    mesh.job_token = token;
+  }
   ASSIGN_OR_RETURN(std::vector<TcpMeshLink> links, ConnectFullMesh(mesh));
   if (tuning.wait_spin_auto) {
     std::vector<std::string> addresses;

@@ -4,28 +4,17 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "paddle/collective/transport/tcp/socket_address.h"
+#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/status.h"
 
 namespace paddle {
 namespace {
-
-int64_t EnvInt(const char* name, int64_t fallback) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return fallback;
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(env, &value) || value < 0) {
-    PADDLE_LOG(WARN, NET) << name << "='" << env << "' is not a non-negative integer; using "
-                          << fallback;
-    return fallback;
-  }
-  return value;
-}
 
 // The host part of a published "host:port" (SocketAddress's own parsing, IPv6 brackets included).
 std::string HostOf(const std::string& address) {
@@ -35,18 +24,27 @@ std::string HostOf(const std::string& address) {
 
 }  // namespace
 
-TcpTuning TuningFromEnv() {
-  TcpTuning defaults;
+absl::StatusOr<TcpTuning> TuningFromEnv() {
+  // Spins and polls longer than a second only burn CPU; 1 GiB is far above any kernel's limit.
+  constexpr int64_t kMaxMicros = 1000000;
   TcpTuning t;
-  const char* spin = std::getenv("PADDLE_TCP_WAIT_SPIN_US");
-  t.wait_spin_auto = spin == nullptr || *spin == '\0';
-  t.wait_spin = absl::Microseconds(
-      EnvInt("PADDLE_TCP_WAIT_SPIN_US", absl::ToInt64Microseconds(defaults.wait_spin)));
-  t.busy_poll = absl::Microseconds(
-      EnvInt("PADDLE_TCP_BUSY_POLL_US", absl::ToInt64Microseconds(defaults.busy_poll)));
-  t.waiter_drives = EnvInt("PADDLE_TCP_WAITER_READS", defaults.waiter_drives ? 1 : 0) != 0;
-  t.socket_buffer_bytes = static_cast<int>(std::min<int64_t>(
-      EnvInt("PADDLE_SOCKET_BUFFER_BYTES", defaults.socket_buffer_bytes), 1 << 30));
+  ASSIGN_OR_RETURN(std::optional<int64_t> spin,
+                   IntFromEnv("PADDLE_TCP_WAIT_SPIN_US", 0, kMaxMicros,
+                              "microseconds a TCP wait polls before sleeping; unset: automatic"));
+  t.wait_spin_auto = !spin.has_value();
+  if (spin.has_value()) t.wait_spin = absl::Microseconds(*spin);
+  ASSIGN_OR_RETURN(std::optional<int64_t> poll,
+                   IntFromEnv("PADDLE_TCP_BUSY_POLL_US", 0, kMaxMicros,
+                              "microseconds the I/O thread polls after its last event"));
+  if (poll.has_value()) t.busy_poll = absl::Microseconds(*poll);
+  ASSIGN_OR_RETURN(std::optional<bool> reads,
+                   BoolFromEnv("PADDLE_TCP_WAITER_READS",
+                               "whether a waiting thread moves the sockets' data itself"));
+  t.waiter_drives = reads.value_or(t.waiter_drives);
+  ASSIGN_OR_RETURN(std::optional<int64_t> buffer,
+                   IntFromEnv("PADDLE_SOCKET_BUFFER_BYTES", 0, int64_t{1} << 30,
+                              "SO_SNDBUF/SO_RCVBUF in bytes; 0 leaves them to the kernel"));
+  t.socket_buffer_bytes = static_cast<int>(buffer.value_or(t.socket_buffer_bytes));
   return t;
 }
 

@@ -25,6 +25,7 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
@@ -41,10 +42,10 @@ struct TcpTuning {
 // The spin of Note [Automatic spin] when the ranks on the host fit its CPUs.
 inline constexpr absl::Duration kAutoWaitSpin = absl::Microseconds(100);
 
-// PADDLE_TCP_WAIT_SPIN_US, PADDLE_TCP_BUSY_POLL_US, PADDLE_TCP_WAITER_READS and
-// PADDLE_SOCKET_BUFFER_BYTES; a value that is not a non-negative integer is warned about and
-// replaced by the default.
-TcpTuning TuningFromEnv();
+// PADDLE_TCP_WAIT_SPIN_US, PADDLE_TCP_BUSY_POLL_US (0 to 1000000), PADDLE_TCP_WAITER_READS (a
+// boolean) and PADDLE_SOCKET_BUFFER_BYTES (0 to 1 GiB); kInvalidArgument naming the variable
+// for a malformed or out-of-range value (Note [Environment settings] in paddle/core/env.h).
+absl::StatusOr<TcpTuning> TuningFromEnv();
 
 // The CPUs this process may run on (its affinity mask).
 int UsableCpus();

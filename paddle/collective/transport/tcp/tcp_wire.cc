@@ -16,6 +16,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x48544450;    // "PDTH"
 constexpr uint32_t kMessageMagic = 0x4d544450;  // "PDTM"
+constexpr uint32_t kReplyMagic = 0x52544450;    // "PDTR"
 
 template <typename T>
 void Put(char* out, size_t offset, T value) {
@@ -38,7 +39,8 @@ void EncodeHello(const Hello& hello, char* out) {
   Put<uint32_t>(out, 12, hello.world_size);
   Put<uint32_t>(out, 16, hello.peer);
   Put<uint32_t>(out, 20, 0);
-  Put<uint64_t>(out, 24, hello.nonce);
+  Put<uint64_t>(out, 24, hello.job_id);
+  std::memcpy(out + 32, hello.challenge.data(), kChallengeBytes);
 }
 
 absl::Status DecodeHello(const char* in, Hello* hello) {
@@ -57,8 +59,30 @@ absl::Status DecodeHello(const char* in, Hello* hello) {
   hello->rank = Get<uint32_t>(in, 8);
   hello->world_size = Get<uint32_t>(in, 12);
   hello->peer = Get<uint32_t>(in, 16);
-  hello->nonce = Get<uint64_t>(in, 24);
+  hello->job_id = Get<uint64_t>(in, 24);
+  std::memcpy(hello->challenge.data(), in + 32, kChallengeBytes);
   return absl::OkStatus();
+}
+
+void EncodeReply(uint32_t reason_bytes, char* out) {
+  Put<uint32_t>(out, 0, kReplyMagic);
+  Put<uint32_t>(out, 4, reason_bytes);
+}
+
+absl::StatusOr<uint32_t> DecodeReply(const char* in) {
+  uint32_t magic = Get<uint32_t>(in, 0);
+  if (magic != kReplyMagic) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "not a Paddle TCP transport handshake reply (first bytes 0x%08x, expected 0x%08x)", magic,
+        kReplyMagic));
+  }
+  uint32_t length = Get<uint32_t>(in, 4);
+  if (length > kMaxReasonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a handshake reply announces ", length,
+                                                   " bytes of text; at most ", kMaxReasonBytes,
+                                                   " are allowed"));
+  }
+  return length;
 }
 
 void EncodeMessageHeader(const MessageHeader& header, char* out) {

@@ -12,19 +12,20 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/ucx/ucx_channel.h"
 #include "paddle/collective/transport/ucx/ucx_error.h"
 #include "paddle/collective/transport/ucx/ucx_library.h"
+#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
@@ -38,18 +39,6 @@ constexpr absl::Duration kAbortSendTime = absl::Milliseconds(200);
 constexpr absl::Duration kCloseTime = absl::Seconds(1);
 // A sleeping waiter wakes at least this often (Note [Waiting]).
 constexpr int kMaxSleepMillis = 10;
-
-int64_t EnvMicros(const char* name, int64_t fallback) {
-  const char* env = std::getenv(name);
-  int64_t value = 0;
-  if (env == nullptr || *env == '\0') return fallback;
-  if (!absl::SimpleAtoi(env, &value) || value < 0) {
-    PADDLE_LOG(WARN, NET) << name << "='" << env << "' is not a non-negative integer; using "
-                          << fallback;
-    return fallback;
-  }
-  return value;
-}
 
 std::string LocalLabel() {
   char host[256] = {};
@@ -421,10 +410,12 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const TransportOpt
         absl::StrCat("UCX transport of rank ", options.rank, "/", options.world_size,
                      ": TransportOptions.store is null; the ranks exchange addresses through it"));
   }
+  ASSIGN_OR_RETURN(std::optional<int64_t> spin_us,
+                   IntFromEnv("PADDLE_UCX_WAIT_SPIN_US", 0, 1000000,
+                              "microseconds a UCX wait spins before sleeping"));
   RETURN_IF_ERROR(LoadUcxLibrary());  // Note [UCX loaded on demand]
-  auto transport =
-      std::make_unique<UcxTransport>(options.rank, options.world_size,
-                                     absl::Microseconds(EnvMicros("PADDLE_UCX_WAIT_SPIN_US", 20)));
+  auto transport = std::make_unique<UcxTransport>(options.rank, options.world_size,
+                                                  absl::Microseconds(spin_us.value_or(20)));
   if (options.world_size > 1) RETURN_IF_ERROR(transport->Start(options));
   return std::unique_ptr<Transport>(std::move(transport));
 }
