@@ -376,7 +376,8 @@ TEST(ShmHostilePeerSetupTest, OtherOwner) {
     absl::StatusOr<std::unique_ptr<ShmSegment>> probe = ShmSegment::Create("owner-probe", 4096);
     ASSERT_TRUE(probe.ok()) << probe.status();
     if (chown(absl::StrCat("/dev/shm", (*probe)->name()).c_str(), 65534, -1) != 0) {
-      GTEST_SKIP() << "this process may not give a file to uid 65534";
+      GTEST_SKIP() << "this process may not give a file to uid 65534 (Bazel's sandbox); it runs "
+                      "when the test binary is run directly as root";
     }
   }
   HostilePeer::Segment how;

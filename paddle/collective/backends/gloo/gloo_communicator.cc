@@ -37,9 +37,7 @@ namespace {
 // Slots of send/recv: above every prefix Gloo's collectives use (gloo/types.h), so a user's tag
 // can never match a collective's message.
 constexpr uint8_t kP2pSlotPrefix = 0x40;
-// The slot of the agreement stamps. One slot for all operations: the k-th stamp from a peer meets
-// the k-th this rank expects, so drifted sequence numbers are reported, not waited on.
-constexpr uint8_t kStampSlotPrefix = 0x41;
+// (0x41 is the agreement stamps' slot prefix: gloo_agreement.cc.)
 
 // Gloo takes an element size from the pointer type it is given; an unsigned integer type of each
 // width stands for every dtype of that width (our reduction function knows the real dtype).
@@ -410,72 +408,6 @@ absl::Status GlooCommunicator::CheckAgreement(const OpInfo& info, const GlooCall
           "dtype, count, root and op")
       .Wrap(absl::InvalidArgumentError(absl::StrCat(
           "PADDLE_DEBUG_CHECKS: ranks disagree on the operation: ", absl::StrJoin(lines, "; "))));
-}
-
-// Note [Agreement check] for Gloo: Gloo's messages cannot carry a stamp, and a size mismatch
-// inside Gloo aborts the process, so the stamps travel in one round of their own before the call:
-// every rank sends its stamp to, and receives one from, every other rank. Every rank then sees
-// every stamp (except the pair counts of alltoallv, which only the pair compares), so all fail
-// alike and none is left with a message to consume.
-absl::Status GlooCommunicator::ExchangeStamps(const OpInfo& info, const GlooCallInfo& call,
-                                              bool* poison) {
-  *poison = false;
-  if (size_ == 1) return absl::OkStatus();
-  CallStamp stamp;
-  stamp.seq = static_cast<uint64_t>(call.seq);
-  const absl::optional<OpKind> kind = OpKindFromName(info.name);
-  PADDLE_CHECK(kind.has_value()) << "no OpKind named " << info.name;
-  stamp.kind = static_cast<uint8_t>(*kind);
-  if (*kind != OpKind::kBarrier) stamp.dtype = static_cast<uint8_t>(info.dtype);
-  if (info.reduce_op >= 0) stamp.op = static_cast<uint8_t>(info.reduce_op);
-  stamp.root = info.root;
-  if (*kind == OpKind::kAllgatherv) {
-    stamp.counts_hash = info.extra;  // each rank's input differs; the counts must not
-  } else if (*kind != OpKind::kAlltoallv) {
-    stamp.count = info.count;
-  }
-  std::vector<CallStamp> out(static_cast<size_t>(size_), stamp);
-  std::vector<CallStamp> in(static_cast<size_t>(size_));
-  for (int r = 0; r < size_ && !info.send_counts.empty(); ++r) {
-    out[r].send_count = info.send_counts[r];
-    out[r].recv_count = info.recv_counts[r];
-  }
-  GlooCallInfo exchange = call;
-  exchange.op = absl::StrCat(call.op, " agreement stamps");
-  RETURN_IF_ERROR(CallGloo(exchange, [&] {
-    const size_t n = sizeof(CallStamp);
-    auto sent = context_->createUnboundBuffer(out.data(), out.size() * n);
-    auto received = context_->createUnboundBuffer(in.data(), in.size() * n);
-    const uint64_t slot = gloo::Slot::build(kStampSlotPrefix, 0);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      received->recv(r, slot, r * n, n);
-      sent->send(r, slot, r * n, n);
-    }
-    const auto timeout = ToGlooTimeout(call.timeout);
-    for (int r = 1; r < size_; ++r) received->waitRecv(timeout);
-    for (int r = 1; r < size_; ++r) sent->waitSend(timeout);
-  }));
-  absl::Status mismatch;
-  std::vector<std::string> others;
-  bool everyone_sees = false;
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || StampsAgree(out[r], in[r])) continue;
-    CallStamp theirs = in[r];
-    theirs.send_count = out[r].recv_count;  // equal pair counts: was the rest different?
-    theirs.recv_count = out[r].send_count;
-    everyone_sees |= !StampsAgree(out[r], theirs);
-    if (mismatch.ok()) {
-      mismatch = StampMismatchError(rank_, size_, r, "", out[r], in[r], "Gloo backend");
-    } else {
-      others.push_back(absl::StrCat("rank ", r, ": ", DescribeStamp(in[r])));
-    }
-  }
-  if (mismatch.ok()) return mismatch;
-  *poison = !everyone_sees;
-  if (others.empty()) return mismatch;
-  return absl::InvalidArgumentError(
-      absl::StrCat(mismatch.message(), "; other ranks that differ: ", absl::StrJoin(others, "; ")));
 }
 
 absl::Status GlooCommunicator::GlooAllreduce(void* data, int64_t count, DType dtype, ReduceOp op,
