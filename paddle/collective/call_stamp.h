@@ -8,7 +8,8 @@
 // messages per operation, so it is opt-in; this check is always on and costs next to nothing
 // because the stamp rides along with messages the operation exchanges anyway:
 //   - over a transport (AlgorithmContext): before the first message an algorithm sends to a peer
-//     in an operation, the context sends that peer this rank's stamp (kAgreementTag, 48 bytes);
+//     in an operation, the context sends that peer this rank's stamp (kAgreementTag, 48 bytes;
+//     Channel::SendPair hands both to the wire together, one sendmsg over TCP);
 //     before the first message received from a peer is used, the context waits for that peer's
 //     stamp (it left first on the same link, so it is already there) and compares. A receiver
 //     that finds a mismatch fails and poisons the transport before it reduces or forwards the

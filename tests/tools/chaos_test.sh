@@ -19,7 +19,7 @@ timeout 840 /usr/bin/python3 "$chaos" --trials=4 --seed=1 --launch="$launch" --p
 rc=$?
 cat "$work/out"
 [[ $rc -eq 0 ]] || fail "tools/chaos exited $rc (1: a hang, orphan or leak; 124: it hung itself)"
-grep -Eq '^ +trials +fault +ended +hangs +p50 s +p95 s +max s +named:w +named:l +orphans +leaks$' \
+grep -Eq '^ +trials +fault +ended +hangs +p50 s +p95 s +max s +named:w +named:l +named +orphans +leaks$' \
   "$work/out" || fail "no table header"
 grep -Eq '^all +4 +[0-9] +[0-9] +0 ' "$work/out" || fail "the table's 'all' row is not 4 trials, 0 hangs"
 grep -q '^chaos: PASS: 0 hangs, 0 orphans, 0 leaked segments in 4 trials (seed 1)$' "$work/out" ||

@@ -189,9 +189,10 @@ class Agent:
                 for rank, local, p in self.workers:
                     code = p.poll()
                     if code not in (None, 0):
-                        return Failure(f"rank {rank} (local rank {local} on node {a.group_rank}, "
-                                       f"pid {p.pid}) {describe(code)}", exit_status(code), rank,
-                                       local=True)
+                        failure = Failure(f"rank {rank} (local rank {local} on node "
+                                          f"{a.group_rank}, pid {p.pid}) {describe(code)}",
+                                          exit_status(code), rank, local=True)
+                        return self._blame_stopped(failure)
                 if all(p.poll() == 0 for _, _, p in self.workers):
                     done = True
                     self.store.add(f"r{a.round}/done", 1)
@@ -211,6 +212,16 @@ class Agent:
                     if int(self.store.get(f"r{a.round}/done") or 0) >= a.group_world_size:
                         return None
                     time.sleep(0.05)
+
+    def _blame_stopped(self, failure):
+        """A worker that fails usually timed out on a peer; a peer of this node that is stopped
+        (SIGSTOP, a debugger) is the cause, so the verdict names that one, with the failure."""
+        for rank, _, p in self.workers:
+            if rank != failure.rank and p.poll() is None and _process_state(p.pid) in ("T", "t"):
+                return Failure(f"rank {rank} (pid {p.pid}) is stopped (SIGSTOP?) and "
+                               f"{failure.message}, likely waiting for it", failure.code, rank,
+                               local=True)
+        return failure
 
     def _stuck_after_success(self, a):
         """A Failure naming the workers still running --exit-timeout after another one of this

@@ -72,12 +72,17 @@ class PeerAgreement {
     return stamp;
   }
 
-  void BeforeSend(int peer) {
+  // Sends `data` to `peer`, preceded by this rank's stamp if it is the first message to that
+  // peer in the operation; both leave together where the transport can (Channel::SendPair).
+  std::unique_ptr<TransportRequest> Send(int peer, const void* data, size_t bytes, uint64_t tag) {
     Peer& p = peers_[static_cast<size_t>(peer)];
-    if (p.sent) return;
+    Channel& channel = transport_.channel(peer);
+    if (p.sent) return channel.Send(data, bytes, tag);
     p.sent = true;
     p.out = StampFor(peer);
-    p.send = transport_.channel(peer).Send(&p.out, sizeof(CallStamp), kAgreementTag);
+    std::unique_ptr<TransportRequest> request;
+    channel.SendPair(&p.out, sizeof(CallStamp), kAgreementTag, data, bytes, tag, &p.send, &request);
+    return request;
   }
 
   void BeforeRecv(int peer) {
@@ -245,15 +250,14 @@ PeerMessage AlgorithmContext::Post(int peer, void* data, size_t bytes, uint32_t 
       << what << ": rank " << rank_ << "/" << size_ << " cannot message peer " << peer;
   Channel& channel = transport_->channel(peer);
   const uint64_t tag = Tag(step);
-  if (agreement_ != nullptr) {
-    // Note [Agreement check]: the stamp goes (or is expected) first on this link.
-    if (is_send) {
-      agreement_->BeforeSend(peer);
-    } else {
-      agreement_->BeforeRecv(peer);
-    }
+  if (agreement_ != nullptr && is_send) {
+    // Note [Agreement check]: the stamp goes first on this link.
+    message.request_ = agreement_->Send(peer, data, bytes, tag);
+  } else {
+    // Note [Agreement check]: the peer's stamp is expected first on this link.
+    if (agreement_ != nullptr) agreement_->BeforeRecv(peer);
+    message.request_ = is_send ? channel.Send(data, bytes, tag) : channel.Recv(data, bytes, tag);
   }
-  message.request_ = is_send ? channel.Send(data, bytes, tag) : channel.Recv(data, bytes, tag);
   PADDLE_LOG(TRACE, COLL) << op_name_ << " #" << seq_ << " " << what << " step " << message.step_
                           << ": posted " << (is_send ? "send of " : "receive of ") << bytes
                           << " bytes " << (is_send ? "to" : "from") << " rank " << peer;

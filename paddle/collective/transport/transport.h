@@ -53,6 +53,16 @@ class Channel {
   // Receives the next message with `tag` into `data`; a message of another size fails the
   // request with an error naming both sizes, the tag and the peer.
   virtual std::unique_ptr<TransportRequest> Recv(void* data, size_t bytes, uint64_t tag) = 0;
+  // Two Sends in this order; a transport may hand both to the wire at once. The agreement stamp
+  // rides this way in front of an operation's first message to a peer (Note [Agreement check]),
+  // so over TCP it costs no system call or segment of its own.
+  virtual void SendPair(const void* first, size_t first_bytes, uint64_t first_tag,
+                        const void* second, size_t second_bytes, uint64_t second_tag,
+                        std::unique_ptr<TransportRequest>* first_request,
+                        std::unique_ptr<TransportRequest>* second_request) {
+    *first_request = Send(first, first_bytes, first_tag);
+    *second_request = Send(second, second_bytes, second_tag);
+  }
 };
 
 struct TransportOptions {

@@ -124,6 +124,10 @@ TEST(ShmTransportTest, DifferentTagsMatchOutOfOrder) {
   ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 30001);
 }
 
+TEST(ShmTransportTest, SendPairsMatchTheirTags) {
+  ExpectSendPairsMatchTheirTags([](const auto& body) { RunRanks(2, body); }, 200000);
+}
+
 TEST(ShmTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
   const size_t big = (1 << 20) + 3;
   RunRanks(2, [&](RankContext& ctx) {

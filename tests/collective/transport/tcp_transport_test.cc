@@ -209,6 +209,10 @@ TEST(TcpTransportTest, DifferentTagsMatchOutOfOrder) {
   ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 3001);
 }
 
+TEST(TcpTransportTest, SendPairsMatchTheirTags) {
+  ExpectSendPairsMatchTheirTags([](const auto& body) { RunRanks(2, body); }, 20000);
+}
+
 TEST(TcpTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
   const size_t big = (1 << 20) + 3;
   RunRanks(2, [&](RankContext& ctx) {

@@ -270,6 +270,46 @@ int RunExchangeWorker(int port, int rank, int world, const std::string& mode,
 // Note [Spare unexpected-message buffers]: unexpected large messages reuse the buffers of earlier
 // ones. Rounds of several unexpected messages of sizes that fit, and do not fit, the buffers kept
 // from the round before, each received and checked byte for byte.
+void ExpectSendPairsMatchTheirTags(const RankRunner& run, size_t size) {
+  const std::vector<size_t> sizes = {0, 1, size, 3 * size};
+  const int pairs = static_cast<int>(sizes.size()) * 2;
+  constexpr size_t kFirstBytes = 48;
+  run([&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 0) {
+      std::vector<std::unique_ptr<TransportRequest>> sends;
+      for (int i = 0; i < pairs; ++i) {
+        if (i == pairs / 2) ctx.barrier->Wait();  // the first half was posted before it was sent
+        const size_t bytes = sizes[i % sizes.size()];
+        std::unique_ptr<TransportRequest> first;
+        std::unique_ptr<TransportRequest> second;
+        ch.SendPair(Payload(0, 2 * i, kFirstBytes).data(), kFirstBytes, 1000 + i,
+                    Payload(0, 2 * i + 1, bytes).data(), bytes, 2000 + i, &first, &second);
+        sends.push_back(std::move(first));
+        sends.push_back(std::move(second));
+      }
+      for (auto& s : sends) ASSERT_OK(WaitLong(*s));
+      return;
+    }
+    std::vector<std::vector<char>> got(2 * pairs);
+    std::vector<std::unique_ptr<TransportRequest>> recvs(2 * pairs);
+    for (int i = 0; i < pairs; ++i) {
+      if (i == pairs / 2) {
+        ctx.barrier->Wait();
+        absl::SleepFor(absl::Milliseconds(20));  // the rest arrive before their receives
+      }
+      got[2 * i + 1].resize(sizes[i % sizes.size()]);
+      recvs[2 * i + 1] = ch.Recv(got[2 * i + 1].data(), got[2 * i + 1].size(), 2000 + i);
+      got[2 * i].resize(kFirstBytes);
+      recvs[2 * i] = ch.Recv(got[2 * i].data(), kFirstBytes, 1000 + i);
+    }
+    for (int m = 0; m < 2 * pairs; ++m) {
+      ASSERT_OK(WaitLong(*recvs[m]));
+      ASSERT_EQ(Mismatch(got[m], 0, m), "") << "message " << m;
+    }
+  });
+}
+
 void ExpectUnexpectedLargeMessagesReuseBuffers(const RankRunner& run) {
   const std::vector<std::vector<size_t>> rounds = {
       {(1 << 20) + 3, (1 << 20) + 3, 700 << 10},

@@ -45,6 +45,11 @@ void ExpectOneTagArrivesInOrder(const RankRunner& run, int messages, size_t size
 // first and the others afterwards in reverse: each gets its own message.
 void ExpectDifferentTagsMatchOutOfOrder(const RankRunner& run, size_t size_step);
 
+// Rank 0 sends pairs with Channel::SendPair (a 48-byte first message, then sizes 0, 1, `size` and
+// 3 x `size` under another tag); rank 1 posts each pair's second receive before its first, some
+// pairs before they are sent and some after: every message matches its own tag, bytes intact.
+void ExpectSendPairsMatchTheirTags(const RankRunner& run, size_t size);
+
 // Note [Spare unexpected-message buffers]: rounds of large messages that all arrive before their
 // receives (rank 0 waits for its sends, then rank 1 posts), in sizes that fit, and do not fit,
 // the buffers kept from the round before; every byte checked. Transports whose large sends wait

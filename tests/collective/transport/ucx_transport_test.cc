@@ -95,6 +95,10 @@ TEST(UcxTransportTest, DifferentTagsMatchOutOfOrder) {
   ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 3001);
 }
 
+TEST(UcxTransportTest, SendPairsMatchTheirTags) {
+  ExpectSendPairsMatchTheirTags([](const auto& body) { RunRanks(2, body); }, 20000);
+}
+
 TEST(UcxTransportTest, AllSixtyFourTagBitsAndPeersAreMatchedApart) {
   // Tags differing only in bit 63 or 62 (the native backend's control tags), and one tag from two
   // peers: each receive must get exactly its own message (Note [One worker per peer]).

@@ -79,12 +79,33 @@ std::unique_ptr<TransportRequest> TcpChannel::MakeRequest(std::shared_ptr<TcpOp>
 
 std::unique_ptr<TransportRequest> TcpChannel::Send(const void* data, size_t bytes, uint64_t tag) {
   std::shared_ptr<TcpOp> op;
+  SendMessages(&data, &bytes, &tag, 1, &op);
+  return MakeRequest(std::move(op));
+}
+
+void TcpChannel::SendPair(const void* first, size_t first_bytes, uint64_t first_tag,
+                          const void* second, size_t second_bytes, uint64_t second_tag,
+                          std::unique_ptr<TransportRequest>* first_request,
+                          std::unique_ptr<TransportRequest>* second_request) {
+  const void* data[2] = {first, second};
+  const size_t bytes[2] = {first_bytes, second_bytes};
+  const uint64_t tags[2] = {first_tag, second_tag};
+  std::shared_ptr<TcpOp> ops[2];
+  SendMessages(data, bytes, tags, 2, ops);
+  *first_request = MakeRequest(std::move(ops[0]));
+  *second_request = MakeRequest(std::move(ops[1]));
+}
+
+void TcpChannel::SendMessages(const void* const* data, const size_t* bytes, const uint64_t* tags,
+                              int count, std::shared_ptr<TcpOp>* ops) {
   OpList done;
   absl::Status cause;
   absl::Status error;
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    op = std::make_shared<TcpOp>(TcpOp::Kind::kSend, data, bytes, tag, send_seq_++);
+    for (int i = 0; i < count; ++i) {
+      ops[i] = std::make_shared<TcpOp>(TcpOp::Kind::kSend, data[i], bytes[i], tags[i], send_seq_++);
+    }
     cause = owner_->PoisonCause();
     if (cause.ok() && send_closed_) {
       std::lock_guard<std::mutex> recv_lock(recv_mu_);
@@ -95,17 +116,18 @@ std::unique_ptr<TransportRequest> TcpChannel::Send(const void* data, size_t byte
       // Write at once from this thread when nothing is queued ahead (the common case): no hand-off
       // to the loop, and small messages leave before Send() returns.
       bool idle = send_queue_.empty();
-      send_queue_.push_back(op);
+      for (int i = 0; i < count; ++i) send_queue_.push_back(ops[i]);
       if (idle) error = WriteQueued(&done);
       send_pending_.store(!send_queue_.empty());
     }
   }
-  if (!cause.ok()) op->Fail(cause, *link_);
+  if (!cause.ok()) {
+    for (int i = 0; i < count; ++i) ops[i]->Fail(cause, *link_);
+  }
   CompleteAll(done);
   if (error.ok() && write_missed_.load()) error = TryWrite();
   if (error.ok() && send_pending_.load()) WatchOutput();
   if (!error.ok()) owner_->Poison(error, link_->peer);
-  return MakeRequest(std::move(op));
 }
 
 // Note [Waiter drives]: the loop never blocks on send_mu_. A thread that finds it taken leaves a

@@ -91,6 +91,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   const std::string& peer_address() const override { return link_->peer_address; }
   std::unique_ptr<TransportRequest> Send(const void* data, size_t bytes, uint64_t tag) override;
   std::unique_ptr<TransportRequest> Recv(void* data, size_t bytes, uint64_t tag) override;
+  // Both messages join the send queue under one lock and leave in one sendmsg when it was idle.
+  void SendPair(const void* first, size_t first_bytes, uint64_t first_tag, const void* second,
+                size_t second_bytes, uint64_t second_tag,
+                std::unique_ptr<TransportRequest>* first_request,
+                std::unique_ptr<TransportRequest>* second_request) override;
 
   // Loop thread (or after the loop stopped): fails every queued and posted op with `cause`,
   // stops reading and writing, and shuts the socket down so the peer sees the link close.
@@ -111,6 +116,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   bool LinkDown() const;
 
  private:
+  // Queues `count` messages in order (writing at once when the queue was idle) and returns
+  // their ops.
+  void SendMessages(const void* const* data, const size_t* bytes, const uint64_t* tags, int count,
+                    std::shared_ptr<TcpOp>* ops);
+
   // A message that arrived before its Recv was posted.
   struct Unexpected {
     uint64_t tag = 0;
