@@ -21,9 +21,9 @@
 //
 // --rounds=R runs every implementation's sweep R times, taking turns (ours, PyTorch, OpenMPI over
 // TCP, OpenMPI's default, then ours again...), and compares per size the median of the rounds'
-// mean times (MedianOfRounds in report.h). On the 2-core development VM one implementation's
-// figures drifted by up to 2.5x between runs minutes apart, more than most of the differences
-// measured; interleaved rounds put both sides of a ratio in the same weather.
+// mean times (MedianOfRounds in report.h). On shared machines one implementation's figures drift
+// between runs minutes apart by more than most of the differences measured
+// (docs/performance-notes.md); interleaved rounds put both sides of a ratio in the same weather.
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,6 +40,7 @@
 #include "bench/collectives/report.h"
 #include "bench/collectives/sweep_worker.h"
 #include "paddle/collective/store/tcp_store_server.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace bench {
@@ -235,7 +236,7 @@ std::vector<Row> RunOurs(const Flags& flags) {
                      absl::StrCat("--store-port=", (*server)->port())};
     for (std::string& arg : SweepArgs(s)) specs[r].argv.push_back(arg);
     // All ranks run on this host: loopback, unless the user chose an interface.
-    if (std::getenv("PADDLE_SOCKET_IFNAME") == nullptr) {
+    if (!StringSetting("PADDLE_SOCKET_IFNAME").has_value()) {
       specs[r].env.push_back({"PADDLE_SOCKET_IFNAME", "127.0.0.1"});
     }
   }
@@ -244,10 +245,11 @@ std::vector<Row> RunOurs(const Flags& flags) {
   like.backend = s.backend;
   like.algo = !s.algo.empty() ? s.algo : s.backend == "gloo" ? "ring" : "auto";
   // Native: PADDLE_TRANSPORT as the workers see it ("auto": the node workspace on one host).
-  const char* transport = std::getenv("PADDLE_TRANSPORT");
-  like.transport = s.backend == "gloo"                          ? "tcp"
-                   : transport != nullptr && *transport != '\0' ? transport
-                                                                : "auto";
+  // A malformed value fails the workers, which name it; the row then says "auto".
+  absl::StatusOr<std::optional<std::string>> transport = ChoiceSetting("PADDLE_TRANSPORT");
+  like.transport = s.backend == "gloo" ? "tcp"
+                   : transport.ok()    ? transport->value_or("auto")
+                                       : "auto";
   like.nproc = s.nproc;
   like.dtype = std::string(DTypeName(s.dtype));
   return RunAndCollect(specs, s.op, like, flags);

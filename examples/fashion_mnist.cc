@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "examples/fashion_mnist_elastic.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/checkpoint/checkpoint_agreement.h"
 #include "paddle/collective/communicator.h"
@@ -96,6 +98,10 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
   --first-bucket-mb=X        first gradient bucket (default 1)
   --compression=none|fp16|bf16   gradient compression on the wire (default none)
   --no-sync                  benchmark: never average gradients (what sync costs)
+  --elastic                  an elastic job's worker (paddlerun --nproc=N --min-nproc=M): workers
+                             may die, leave (SIGTERM) and join while training goes on; the
+                             global --batch stays fixed (examples/fashion_mnist_elastic.h)
+  --commit-every=K           --elastic: steps between in-memory commits (default 10)
   --barrier-only             benchmark: like --no-sync, but the workers meet once a step (a
                              one-element allreduce): what keeping them in step costs alone
   --batch is the global batch, split evenly across the workers.
@@ -128,6 +134,8 @@ struct Options {
   std::string compression = "none";
   bool no_sync = false;
   bool barrier_only = false;
+  bool elastic = false;
+  int64_t commit_every = 10;
 };
 
 absl::Status ParseOptions(int argc, char** argv, Options* o) {
@@ -143,6 +151,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (arg == "--no-sync") {
       o->no_sync = true;
+      continue;
+    }
+    if (arg == "--elastic") {
+      o->elastic = true;
       continue;
     }
     if (arg == "--barrier-only") {
@@ -203,6 +215,8 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
       ok = int_flag(&o->train_samples) && o->train_samples >= 0;
     } else if (key == "test-samples") {
       ok = int_flag(&o->test_samples) && o->test_samples >= 0;
+    } else if (key == "commit-every") {
+      ok = int_flag(&o->commit_every) && o->commit_every > 0;
     } else if (key == "crash-after-steps") {
       ok = int_flag(&o->crash_after_steps);
     } else {
@@ -442,12 +456,42 @@ class ProgressLine {
   absl::Time last_ = absl::InfinitePast();
 };
 
+// --elastic: the data and what is this program's own go to RunElastic.
+int RunElasticJob(const Options& o) {
+  ElasticRun run;
+  run.model = o.model;
+  run.epochs = o.epochs;
+  run.batch = o.batch;
+  run.seed = o.seed;
+  run.warmup_epochs = o.warmup_epochs;
+  run.commit_every = o.commit_every;
+  run.bucket_cap_mb = o.bucket_cap_mb;
+  run.first_bucket_mb = o.first_bucket_mb;
+  for (auto [split, n, out] : {std::make_tuple(data::Split::kTrain, o.train_samples, &run.train),
+                               std::make_tuple(data::Split::kTest, o.test_samples, &run.test)}) {
+    absl::StatusOr<data::Dataset> d = data::LoadFashionMnist(split, o.data_dir);
+    if (d.ok()) d = Head(*d, n);
+    if (!d.ok()) {
+      std::fprintf(stderr, "fashion_mnist: %s\n", d.status().ToString().c_str());
+      return 1;
+    }
+    *out = *std::move(d);
+  }
+  run.make_optimizer = [&o](std::vector<nn::Variable> params) {
+    return MakeOptimizer(o, std::move(params));
+  };
+  run.evaluate = Evaluate;
+  run.param_hash = ParamHash;
+  return RunElastic(run);
+}
+
 int Run(const Options& o) {
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "fashion_mnist: %s\n", s.ToString().c_str());
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));
+  if (o.elastic) return RunElasticJob(o);
   Group group;
   if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
   const bool leader = group.rank == 0;

@@ -25,6 +25,7 @@
 #include "benchmark/benchmark.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/core/philox.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace checkpoint {
@@ -33,10 +34,10 @@ namespace {
 constexpr int64_t kTargetBytes = 50'000'000;
 
 std::string BenchDir(const std::string& name) {
-  const char* base = std::getenv("PADDLE_BENCH_DIR");
-  if (base == nullptr) base = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(base != nullptr ? base : "/tmp") + "/checkpoint_bench." +
-                          std::to_string(getpid()) + "." + name;
+  std::optional<std::string> base = StringSetting("PADDLE_BENCH_DIR");
+  if (!base.has_value() && std::getenv("TEST_TMPDIR") != nullptr) base = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      base.value_or("/tmp") + "/checkpoint_bench." + std::to_string(getpid()) + "." + name;
   std::filesystem::remove_all(dir);
   return dir;
 }

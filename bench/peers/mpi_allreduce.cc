@@ -1,7 +1,8 @@
-// The OpenMPI peer of bench/collectives: MPI_Allreduce (in place, MPI_SUM) over the same sizes,
-// inputs, iterations and checks as our own workers (bench/collectives/sweep_worker.h), so the
-// figures compare like with like. Started by the benchmark under mpirun; every rank prints its
-// "ROW ..." lines (bench/collectives/report.h).
+// The MPI peer of bench/collectives: MPI_Allreduce (in place, MPI_SUM) over the same sizes, inputs,
+// iterations and checks as our own workers (bench/collectives/sweep_worker.h), so the figures
+// compare like with like. Built twice: :mpi_allreduce against OpenMPI (started by the benchmark
+// under mpirun) and :mpich_allreduce against MPICH (started by tools/bench-report under
+// mpiexec.mpich); every rank prints its "ROW ..." lines (bench/collectives/report.h).
 //
 //   mpirun -np N bench/mpi_allreduce --min-bytes=4096 --max-bytes=268435456 --iters=20
 //       --warmup=5 --seed=1 --dtype=float32

@@ -19,11 +19,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+def thread_env(threads):
+    """Every thread variable at the run's thread count, for ours and the peer alike (OpenBLAS,
+    OpenMP and MKL otherwise start one thread per core and oversubscribe)."""
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    return env
+
+
 def ours(binary, model, threads, samples, batch):
     out = subprocess.run(
         [binary, f"--model={model}", f"--threads={threads}", f"--batch={batch}", "--epochs=1",
          f"--train-samples={samples}", "--test-samples=1000"],
-        check=True, capture_output=True, text=True).stdout
+        check=True, capture_output=True, text=True, env=thread_env(threads)).stdout
     return json.loads(out.strip().splitlines()[-1])["samples_per_s"]
 
 
@@ -31,7 +40,7 @@ def torch(model, threads, samples, batch):
     out = subprocess.run(
         ["/usr/bin/python3", os.path.join(HERE, "torch_fashion_mnist.py"), f"--model={model}",
          f"--threads={threads}", f"--batch={batch}", f"--samples={samples}"],
-        check=True, capture_output=True, text=True).stdout
+        check=True, capture_output=True, text=True, env=thread_env(threads)).stdout
     return json.loads(out.strip().splitlines()[-1])["samples_per_s"]
 
 

@@ -29,8 +29,11 @@ def last_json(out):
 
 
 def run(launch, nproc, program, args):
+    # One thread per worker, every thread variable too (OpenBLAS, OpenMP and MKL otherwise start
+    # one per core beside torch.set_num_threads and oversubscribe).
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run([launch, f"--nproc={nproc}", program] + args, check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=env).stdout
     return last_json(out)
 
 

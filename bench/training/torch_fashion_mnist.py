@@ -10,6 +10,10 @@ allreduce), to measure what synchronization costs.
 --device=cuda (or cuda:N) trains on the GPU (data moved there once, before timing; the clock stops
 after torch.cuda.synchronize()); --test-samples=N adds "test_accuracy" on the first N test images.
 
+OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are set to --threads before NumPy and
+PyTorch load (a peer at its best: their default of one thread per core oversubscribes), and
+GLIBC_TUNABLES, unless set, to fixed malloc thresholds (see MALLOC_TUNABLES below).
+
 Rank 0 prints one JSON line: {"peer": "torch", "model": ..., "threads": ..., "world_size": ...,
 "samples_per_s": ... (all ranks' samples), "step_ms": ...}.
 """
@@ -18,12 +22,42 @@ import contextlib
 import gzip
 import json
 import os
+import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def _threads_from_argv(argv):
+    """--threads=N / --threads N of the command line (1 when absent or unreadable)."""
+    for i, arg in enumerate(argv):
+        value = arg[len("--threads="):] if arg.startswith("--threads=") else (
+            argv[i + 1] if arg == "--threads" and i + 1 < len(argv) else None)
+        if value is not None:
+            return value if value.isdigit() and int(value) > 0 else "1"
+    return "1"
+
+
+# OpenBLAS (PyTorch's and NumPy's GEMM once libopenblas-dev is the system BLAS), OpenMP and MKL
+# start one thread per core unless told otherwise, beside torch.set_num_threads: on a small host
+# they oversubscribe the cores (4x slower MLP on 2 cores). They read these variables when they
+# load, so they are set here, before numpy and torch are imported (tools/benchreport/runners.py,
+# Note [Peer threads]).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _threads_from_argv(sys.argv[1:])
+
+# glibc malloc serves the CNN's multi-MB activations and gradients with mmap and gives them back
+# each step, so every step page-faults them in again (a third of the CPU time in the kernel);
+# its adaptive threshold makes that depend on the process's allocation history, so the same
+# model ran 2-5x apart between launchers. Fixed thresholds keep them on the heap. ld.so reads
+# GLIBC_TUNABLES at start-up only, hence the re-exec (once: the variable is then set).
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+if "GLIBC_TUNABLES" not in os.environ:
+    os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530
 

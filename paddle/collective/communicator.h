@@ -4,12 +4,14 @@
 // Rendezvous) and owns everything its collectives need: the transport and its I/O thread, the
 // thread that runs operations in call order, and its buffers. There are no process globals; two
 // communicators in one process are independent. Backends implement this interface:
-//   native  our own algorithms (paddle/collective/algorithms) over our transports (TCP today);
+//   native  our own algorithms (paddle/collective/algorithms) over our transports (TCP, shared
+//           memory, UCX; Note [Transport choice]); CUDA tensors by host staging or CUDA IPC;
 //   gloo    libgloo's algorithms over Gloo's TCP transport, rendezvousing through our Store;
 //   nccl    (GPU) NCCL, its unique id passed through our Store.
 //
-// Tensors are CPU, contiguous, and stay valid and unchanged (inputs) or untouched (outputs) until
-// the Work completes. Every operation has a timeout: the communicator's, or the call's own.
+// Tensors are contiguous, on the CPU or (nccl, and native by staging or IPC) on a CUDA device,
+// and stay valid and unchanged (inputs) or untouched (outputs) until the Work completes. Every
+// operation has a timeout: the communicator's, or the call's own.
 //
 // Failure (Note [Communicator failure]): an operation that times out, or a peer that closes or
 // fails, poisons the communicator: that Work and every pending and later one fail with a status

@@ -9,8 +9,8 @@
 #include <cpuid.h>
 #endif
 
-#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace {
@@ -18,8 +18,7 @@ namespace {
 CpuFeatures Detect() {
   CpuFeatures f;
   // Read once, from kernels that cannot return a Status: a malformed value aborts, naming it.
-  absl::StatusOr<std::optional<bool>> baseline =
-      BoolFromEnv("PADDLE_CPU_BASELINE", "1 forces the baseline x86-64 kernels");
+  absl::StatusOr<std::optional<bool>> baseline = BoolSetting("PADDLE_CPU_BASELINE");
   PADDLE_CHECK(baseline.ok()) << baseline.status().message();
   if (baseline->value_or(false)) return f;
 #if defined(__x86_64__) || defined(__i386__)

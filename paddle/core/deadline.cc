@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 
@@ -69,9 +69,7 @@ absl::Duration BuiltinTimeout(TimeoutKind kind) {
 }  // namespace
 
 absl::StatusOr<absl::Duration> TimeoutFromEnv(TimeoutKind kind) {
-  const std::string name(TimeoutEnvVar(kind));
-  absl::StatusOr<std::optional<absl::Duration>> value =
-      SecondsFromEnv(name.c_str(), /*inf_ok=*/true, "a timeout; 0 or inf for no limit");
+  absl::StatusOr<std::optional<absl::Duration>> value = SecondsSetting(TimeoutEnvVar(kind));
   if (!value.ok()) return value.status();
   if (!value->has_value()) return BuiltinTimeout(kind);
   return **value == absl::ZeroDuration() ? absl::InfiniteDuration() : **value;

@@ -6,12 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace {
@@ -138,9 +141,13 @@ std::atomic<uint64_t> g_log_config{kLogConfigUnset};
 
 uint64_t LoadLogConfigFromEnvironment() {
   LogConfig config;
-  const char* level = std::getenv("PADDLE_LOG_LEVEL");
-  const char* subsys = std::getenv("PADDLE_LOG_SUBSYS");
-  absl::Status s = ParseLogConfig(level ? level : "", subsys ? subsys : "", &config);
+  // The settings table checks the level; ParseLogConfig the subsystems.
+  absl::StatusOr<std::optional<std::string>> level = ChoiceSetting("PADDLE_LOG_LEVEL");
+  absl::Status s = level.status();
+  if (s.ok()) {
+    s = ParseLogConfig(level->value_or(""), StringSetting("PADDLE_LOG_SUBSYS").value_or(""),
+                       &config);
+  }
   if (!s.ok()) {
     config = LogConfig();
     std::string line = absl::StrCat("paddle: ignoring bad logging settings: ", s.message(), "\n");

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -23,9 +24,9 @@ std::string Metadata(int rank) {
 }  // namespace
 
 std::unique_ptr<Timeline> Timeline::FromEnv(int rank) {
-  const char* path = std::getenv("PADDLE_TIMELINE");
-  if (path == nullptr || *path == '\0') return nullptr;
-  return std::make_unique<Timeline>(path, rank);
+  std::optional<std::string> path = StringSetting("PADDLE_TIMELINE");
+  if (!path.has_value()) return nullptr;
+  return std::make_unique<Timeline>(*path, rank);
 }
 
 Timeline::Timeline(std::string path, int rank)

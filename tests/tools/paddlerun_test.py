@@ -113,6 +113,24 @@ class OptionsTest(unittest.TestCase):
     def test_rdzv_last_call_may_be_zero(self):
         self.assertEqual(options.parse(["--rdzv-last-call=0", "p"]).rdzv_last_call, 0)
 
+    def test_exit_timeout_from_paddle_timeout_s(self):
+        """Note [Settings table]: a malformed PADDLE_TIMEOUT_S is an error naming it."""
+        old = os.environ.get("PADDLE_TIMEOUT_S")
+        try:
+            for value, want in (("", 300.0), (" 42 ", 42.0), ("0", 300.0), ("inf", 300.0)):
+                os.environ["PADDLE_TIMEOUT_S"] = value
+                self.assertEqual(options.parse(["p"]).exit_timeout, want, value)
+            for value in ("30s", "nan", "-1", "abc"):
+                os.environ["PADDLE_TIMEOUT_S"] = value
+                with self.assertRaises(options.UsageError, msg=value) as cm:
+                    options.parse(["p"])
+                self.assertIn(f"PADDLE_TIMEOUT_S={value!r}", str(cm.exception))
+        finally:
+            if old is None:
+                os.environ.pop("PADDLE_TIMEOUT_S", None)
+            else:
+                os.environ["PADDLE_TIMEOUT_S"] = old
+
 
 class JobTokenTest(unittest.TestCase):
     """Note [Job token]: where the job's secret comes from, and when there is none."""
@@ -523,6 +541,27 @@ class DefaultJobTest(unittest.TestCase):
             self.assertRegex(p.stdout + p.stderr,
                              r"rank 1 \(pid \d+\) is stopped \(SIGSTOP\?\) 1 s after another "
                              r"worker of node 0 exited successfully")
+
+    def test_a_failure_while_a_peer_is_stopped_blames_the_stopped_peer(self):
+        """Found by tools/chaos: when rank 1 is SIGSTOPped, rank 0 times out and exits first, and
+        the verdict used to blame rank 0. The stopped peer is the cause; the verdict names it."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, signal, sys, time\n"
+                        "if os.environ['RANK'] == '1':\n"
+                        "    os.kill(os.getpid(), signal.SIGSTOP)\n"
+                        "time.sleep(0.5)\n"
+                        "sys.exit('rank 0: timed out waiting for rank 1')\n")
+            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
+                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
+            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
+                                "--grace-s=1", script],
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertRegex(p.stdout + p.stderr,
+                             r"job failed: rank 1 \(pid \d+\) is stopped \(SIGSTOP\?\) and rank 0 "
+                             r"\(local rank 0 on node 0, pid \d+\) exited with status 1")
 
 
 class RendezvousTest(unittest.TestCase):

@@ -7,7 +7,7 @@ import socket
 import sys
 import time
 
-from paddlerun import agent, kvstore, options, rendezvous
+from paddlerun import agent, elastic, kvstore, options, rendezvous
 
 
 def _is_local(host, wait_s=0.0, say=None):
@@ -93,6 +93,10 @@ def main(argv=None, script=None):
         say("see paddlerun --help")
         return 2
     cwd = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
+    if opts.min_nproc:  # Note [Elastic launcher]
+        code = elastic.ElasticAgent(opts, command, cwd, token, script, sys.stderr).run()
+        say(f"exit status {code} after {time.monotonic() - t0:.2f} s")
+        return code
     server = None
     store = None
     try:

@@ -115,6 +115,10 @@ def build_parser():
     add = ap.add_argument
     add("--nproc", "--nproc-per-node", "--nproc_per_node", dest="nproc", type=int, default=1,
         help="workers on this node (default 1)")
+    add("--min-nproc", dest="min_nproc", type=int, default=0,
+        help="elastic job on one node: the workers regroup in process when one dies or leaves, "
+             "training goes on with at least MIN-NPROC of them, and dead workers are started "
+             "again (up to --max-restarts) and rejoin it (default: not elastic)")
     add("--nnodes", default="1",
         help="nodes in the job: N, or MIN:MAX for an elastic job that runs with any number of "
              "nodes in that range and restarts with the survivors when one dies (default 1)")
@@ -192,6 +196,12 @@ def parse(argv):
     if opts.nproc < 1:
         raise UsageError(f"--nproc is {opts.nproc}; it must be at least 1")
     opts.min_nodes, opts.max_nodes = parse_nnodes(opts.nnodes)
+    if opts.min_nproc and not 1 <= opts.min_nproc <= opts.nproc:
+        raise UsageError(f"--min-nproc is {opts.min_nproc}; it must be 1..--nproc "
+                         f"({opts.nproc})")
+    if opts.min_nproc and opts.max_nodes > 1:
+        raise UsageError("--min-nproc runs an elastic job on one node; with --nnodes="
+                         f"{opts.nnodes} give --nnodes=1 (elastic nodes are not supported yet)")
     if opts.standalone:
         if opts.max_nodes != 1:
             raise UsageError(f"--standalone runs one node, but --nnodes is {opts.nnodes}")
@@ -216,10 +226,17 @@ def parse(argv):
     if opts.rdzv_backend == "etcd" and opts.endpoint is None:
         raise UsageError("--rdzv-backend=etcd needs --rdzv-endpoint=HOST:PORT of etcd")
     if opts.exit_timeout is None:
+        # PADDLE_TIMEOUT_S as the settings table (docs/configuration.md) declares it: seconds
+        # >= 0 or inf; blank is unset. Malformed is an error here, as the workers would reject it.
+        text = os.environ.get("PADDLE_TIMEOUT_S", "").strip()
         try:
-            opts.exit_timeout = float(os.environ.get("PADDLE_TIMEOUT_S", ""))
+            opts.exit_timeout = float(text) if text else 300.0
         except ValueError:
-            opts.exit_timeout = 300.0
+            opts.exit_timeout = math.nan
+        if math.isnan(opts.exit_timeout) or opts.exit_timeout < 0:
+            raise UsageError(f"PADDLE_TIMEOUT_S={text!r} is not a number of seconds >= 0 or inf "
+                             "(the collective timeout; paddlerun's default --exit-timeout); set "
+                             "it to one or unset it for the default")
         if not math.isfinite(opts.exit_timeout) or opts.exit_timeout <= 0:
             opts.exit_timeout = 300.0  # also "0"/"inf", which mean no collective timeout
     for name in ("rdzv_timeout", "rdzv_last_call", "monitor_interval", "grace_s",

@@ -71,8 +71,8 @@ class PeerAgreement;
 
 // Scratch memory kept from one operation to the next: a fresh std::vector per call cost a zeroing
 // pass plus, above malloc's mmap threshold, an mmap, a page fault per 4 KiB and an munmap, which
-// measured as a third of a 1 MiB allreduce on the development VM. Not thread-safe: one operation
-// of a communicator runs at a time.
+// measured as a third of a 1 MiB allreduce (docs/performance-notes.md). Not thread-safe: one
+// operation of a communicator runs at a time.
 class ScratchArena {
  public:
   // At least `bytes` of uninitialised memory, valid until the next Get.

@@ -11,35 +11,25 @@
 // Small buffers are all latency: recursive doubling has the fewest rounds. It beats
 // halving-doubling while log2(n) alpha > (log2(n) - 2(n-1)/n) N beta: always at n=2 but for the
 // reduction, which it does on N instead of N/2; up to N = 4 alpha/beta at n=4, 2.4 alpha/beta at
-// n=8, 1.9 at n=16 and 1.5 for large n. Measured over TCP on the 2-core development VM (medians
-// of 4-8 interleaved runs, tree against hd or, at n=3, ring, us): n=2 128 KiB 45 vs 77, 256 KiB
-// 79 vs 96, 512 KiB 157 vs 146; n=3 256 KiB 265 vs 320, 512 KiB 577 vs 493; n=4 256 KiB 404 vs
-// 453, 512 KiB 812 vs 689; n=8 256 KiB 1165 vs 1213, 512 KiB 2245 vs 1778. So the tree takes
-// buffers up to 256 KiB on up to 8 ranks (alpha/beta ~ 60 KB here; on a 25 Gb/s link with alpha
-// ~ 20 us, 4 alpha/beta ~ 240 KB), and up to 64 KiB on more, where the crossover falls to
-// 1.5-1.9 alpha/beta (not measured). Medium buffers pay for bytes too: halving-doubling moves the
-// ring's minimum bytes in log2(n) rounds, but when n is not a power of two its fold sends the whole
-// buffer twice more on the folded pairs, so there the ring wins. Large buffers: the ring, whose
-// pieces keep every link and the reduction busy at once. A broadcast of more than a few pieces runs
-// as a chain: the root sends N once instead of log2(n) times. The thresholds below are where those
-// terms cross for alpha ~ 20-50 us and beta ~ 1/(1-2 GB/s) (TCP on loopback or a 10-25 Gb/s link);
-// measure and adjust the rows for other fabrics. World size 1 never sends anything, whatever the
-// row.
+// n=8, 1.9 at n=16 and 1.5 for large n. So the tree takes buffers up to 256 KiB on up to 8 ranks
+// (where the measured crossover lies: docs/performance-notes.md, "Algorithm table"), and up to
+// 64 KiB on more, where the crossover falls to 1.5-1.9 alpha/beta. Medium buffers pay for bytes
+// too: halving-doubling moves the ring's minimum bytes in log2(n) rounds, but when n is not a power
+// of two its fold sends the whole buffer twice more on the folded pairs, so there the ring wins.
+// Large buffers: the ring, whose pieces keep every link and the reduction busy at once. A broadcast
+// of more than a few pieces runs as a chain: the root sends N once instead of log2(n) times. The
+// thresholds below are where those terms cross for alpha ~ 20-50 us and beta ~ 1/(1-2 GB/s) (TCP on
+// loopback or a 10-25 Gb/s link); measure and adjust the rows for other fabrics. World size 1 never
+// sends anything, whatever the row.
 //
 // That model assumes a rank runs whenever its bytes arrive. When ranks outnumber the cores of
 // their host (AllreduceTable::kSharedCores, chosen by the communicator's rank 0) a wait for a
 // rank that is not running is a futex sleep and a context switch. The ring chains every rank to
 // its predecessor for every piece; halving-doubling pairs ranks off and finishes one segment
-// (p2 pieces, 1 MiB at n=4) before the next, which then stays in cache. TCP on the 2-core
-// development VM, 256 KiB pieces, medians of 6 interleaved runs, us: n=4 halving-doubling against
-// the ring 8 MiB 8,806 vs 17,376, 64 MiB 66,264 vs 144,407 (with 1 MiB pieces, the previous
-// automatic size there, the ring took 13,966 and 102,632); n=8 64 MiB 224k vs 328k (1 MiB ring
-// 268k); n=2 equal (2 ranks, 2 cores). Groups that are not a power of two fold into one first,
-// and still halving-doubling won from 2 MiB up (medians of 5 runs, 64 MiB: n=5 112k vs 152k, n=6
-// 143k vs 196k, n=7 177k vs 242k; 8 MiB: 14.6k vs 22.7k, 18.0k vs 28.5k, 22.3k vs 36.6k) except
-// at n=3, where the ring stayed ahead both on 2 cores (8 MiB 7.0k vs 8.6k, 64 MiB 60k vs 62k) and
-// pinned to one (8 MiB 8.5k vs 11.7k): its chain is short, and the fold makes two of the three
-// ranks move the whole buffer twice more. So shared cores give every group but n=3
+// (p2 pieces, 1 MiB at n=4) before the next, which then stays in cache. Measured, halving-doubling
+// wins there from 2 MiB up at every n but 3, even when a fold is needed; at n=3 the ring's chain
+// is short and the fold makes two of the three ranks move the whole buffer twice more
+// (docs/performance-notes.md, "Algorithm table"). So shared cores give every group but n=3
 // halving-doubling at every size above the tree's.
 #include "paddle/collective/algorithms/algorithm_selector.h"
 
@@ -55,6 +45,8 @@
 #include "paddle/collective/algorithms/ring_broadcast.h"
 #include "paddle/collective/algorithms/tree_allreduce.h"
 #include "paddle/collective/algorithms/tree_broadcast.h"
+#include "paddle/core/settings.h"
+#include "paddle/core/status.h"
 
 namespace paddle {
 namespace {
@@ -145,15 +137,11 @@ absl::StatusOr<AllreduceTable> ParseAllreduceTable(absl::string_view name) {
 }
 
 absl::StatusOr<AlgorithmSelector> AlgorithmSelector::FromEnvironment() {
-  const char* value = std::getenv(kAlgorithmEnvVar);
-  if (value == nullptr || absl::StripAsciiWhitespace(value).empty()) return AlgorithmSelector();
-  absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(value);
-  if (!algorithm.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(kAlgorithmEnvVar, "=", value, ": ",
-                                                   algorithm.status().message(),
-                                                   "; unset it to let the size table choose"));
-  }
-  return AlgorithmSelector(*algorithm);
+  // The settings table checks the name against ring, tree and hd.
+  ASSIGN_OR_RETURN(std::optional<std::string> value, ChoiceSetting(kAlgorithmEnvVar));
+  if (!value.has_value()) return AlgorithmSelector();
+  ASSIGN_OR_RETURN(Algorithm algorithm, ParseAlgorithm(*value));
+  return AlgorithmSelector(algorithm);
 }
 
 int64_t TreeMaxBytes(int world_size) {

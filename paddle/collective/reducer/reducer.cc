@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/reducer/device_memory.h"
-#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -352,18 +352,14 @@ absl::Status Reducer::WaitAll() {
 // The warnings come from a thread of the reducer's own, not from the waiting thread, because the
 // waiting thread waits with no timeout: Note [Waiter runs the operation] in
 // paddle/collective/backends/native/work_queue.h then lets it run the allreduce itself instead of
-// handing it to the communicator's thread and back (two cross-CPU wake-ups per bucket; on the
-// 2-core development machines the 2-worker MLP's wait for gradients fell from 22-38% of its step
-// to 16-20%). The wait is still bounded: by the allreduce's own collective timeout. The training
-// thread only notes, under stall_mu_, which bucket it waits for and since when; the inspector's
-// thread looks every quarter interval (no wake-up per bucket: on the development VM each one is a
-// hypervisor exit), so the first warning of a wait comes one to one and a quarter intervals into
-// it.
+// handing it to the communicator's thread and back (two cross-CPU wake-ups per bucket; see
+// docs/performance-notes.md, "Reducer waits"). The wait is still bounded: by the allreduce's own
+// collective timeout. The training thread only notes, under stall_mu_, which bucket it waits for
+// and since when; the inspector's thread looks every quarter interval (no wake-up per bucket:
+// on a virtual machine each one can be a hypervisor exit), so the first warning of a wait comes
+// one to one and a quarter intervals into it.
 absl::StatusOr<absl::Duration> StallWarningFromEnv() {
-  ASSIGN_OR_RETURN(std::optional<absl::Duration> warning,
-                   SecondsFromEnv("PADDLE_STALL_WARNING_S", /*inf_ok=*/false,
-                                  "how long a gradient bucket may wait before the reducer warns; "
-                                  "0 turns the warnings off"));
+  ASSIGN_OR_RETURN(std::optional<absl::Duration> warning, SecondsSetting("PADDLE_STALL_WARNING_S"));
   return warning.value_or(absl::Seconds(60));
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "paddle/collective/store/hmac_sha256.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -137,8 +138,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const TcpStoreOption
   }
   std::string token = options.token;
   if (token.empty()) {
-    const char* env = std::getenv("PADDLE_STORE_TOKEN");
-    if (env != nullptr) token = env;
+    token = StringSetting("PADDLE_STORE_TOKEN").value_or("");
   }
   std::unique_ptr<TcpStore> store(new TcpStore(options, std::move(token)));
 

@@ -27,6 +27,7 @@
 #include "paddle/collective/store/hmac_sha256.h"
 #include "paddle/core/deadline.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 
@@ -102,8 +103,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {
   std::string token = options.token;
   if (token.empty()) {
-    const char* env = std::getenv("PADDLE_STORE_TOKEN");
-    if (env != nullptr) token = env;
+    token = StringSetting("PADDLE_STORE_TOKEN").value_or("");
   }
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(options, std::move(token)));
   std::string where = tcp_store::FormatHostPort(options.host, options.port);

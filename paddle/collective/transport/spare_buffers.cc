@@ -11,14 +11,10 @@ namespace paddle {
 // receiving rank's own (the shm transport so as to release the sender, the TCP transport because
 // the socket must be drained to see what follows). A fresh buffer of megabytes is a fresh mmap:
 // every page faults in while the message is copied and is unmapped again after the copy out, and
-// page faults are dear on the development VM. Measured there: shm streaming of 1-64 MiB messages
-// both ways ran at 0.24-0.44 GB/s (a profile dominated by page faults under process_vm_readv);
-// TCP streaming of 1 MiB messages one way, with the waiting thread reading, ran at 0.17 GB/s with
-// 1.45 million page faults in a two-second run. Nor does malloc always serve mid sizes well:
-// with a 256 KiB floor, a 3-rank ring allreduce of 512 KiB over TCP (175 KiB messages, many
-// arriving before their receive, read by the waiting thread) spent 2.5x the CPU in copies of
-// the same bytes, the main thread's heap shrinking and growing around each message, and took
-// 1.9-2.1 ms instead of 0.5 ms; a 64 KiB floor keeps them. So buffers of at least kMinBytes go
+// page faults are dear, above all on virtual machines: streaming ran at a tenth of its speed or
+// less, dominated by page faults. Nor does malloc always serve mid sizes well (the heap shrinks
+// and grows around each message), so the floor is 64 KiB, not 256 KiB (figures:
+// docs/performance-notes.md, "Spare buffers"). So buffers of at least kMinBytes go
 // back to a small per-channel list once copied out, and the next unexpected message of a size
 // they fit (no more than twice as large) reuses one. At most kMaxSpares buffers and
 // kMaxSpareBytes are kept per channel; smaller buffers come from malloc's free lists.

@@ -371,7 +371,8 @@ TEST(ShmWorkspaceTest, BadSlotSizeNamesTheVariable) {
   absl::StatusOr<size_t> bytes = SlotBytesFromEnvironment();
   unsetenv(kSlotBytesEnvVar);
   ASSERT_FALSE(bytes.ok());
-  EXPECT_THAT(bytes.status().message(), HasSubstr("PADDLE_SHM_SLOT_BYTES is \"5000\""));
+  EXPECT_THAT(bytes.status().message(),
+              HasSubstr("PADDLE_SHM_SLOT_BYTES=\"5000\" is not a multiple of 4096"));
   EXPECT_EQ(*SlotBytesFromEnvironment(), 0u);  // unset: the communicator chooses
 }
 

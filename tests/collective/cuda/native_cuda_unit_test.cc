@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "paddle/collective/algorithms/cuda/ipc_agreement.h"
 #include "paddle/collective/backends/native/cuda_support.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/store/hash_store.h"
+#include "tests/testing/scoped_env.h"
 #if PADDLE_WITH_CUDA
 #include "paddle/collective/algorithms/cuda/cuda_ipc_workspace.h"
 #endif
@@ -26,37 +28,39 @@
 namespace paddle {
 namespace {
 
+// A CudaIpcSettingsFromEnvironment() with both variables set as given (nullptr: unset).
+absl::StatusOr<CudaIpcSettings> SettingsWith(const char* enabled, const char* bytes) {
+  ScopedEnv enabled_env(kCudaIpcEnvVar, enabled);
+  ScopedEnv bytes_env(kCudaIpcBytesEnvVar, bytes);
+  return CudaIpcSettingsFromEnvironment();
+}
+
 TEST(CudaIpcSettings, DefaultsAndValues) {
-  absl::StatusOr<CudaIpcSettings> s = CudaIpcSettingsFromValues("", "");
+  absl::StatusOr<CudaIpcSettings> s = SettingsWith(nullptr, "");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(s->enabled);
   EXPECT_EQ(s->buffer_bytes, kDefaultCudaIpcBytes);
-  s = CudaIpcSettingsFromValues(" OFF ", "1048576");
+  s = SettingsWith(" OFF ", "1048576");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE(s->enabled);
   EXPECT_EQ(s->buffer_bytes, size_t{1} << 20);
-  s = CudaIpcSettingsFromValues("yes", "8388608");
+  s = SettingsWith("yes", "8388608");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(s->enabled);
+  EXPECT_EQ(s->buffer_bytes, size_t{8} << 20);
 }
 
 TEST(CudaIpcSettings, BadValuesNameTheVariable) {
-  absl::StatusOr<CudaIpcSettings> s = CudaIpcSettingsFromValues("maybe", "");
+  absl::StatusOr<CudaIpcSettings> s = SettingsWith("maybe", nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
-  EXPECT_TRUE(absl::StrContains(s.status().message(), "PADDLE_CUDA_IPC=maybe")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "PADDLE_CUDA_IPC=\"maybe\"")) << s.status();
   for (const char* bytes : {"4096", "1048577", "-1", "lots", "8589934592"}) {
-    s = CudaIpcSettingsFromValues("1", bytes);
+    s = SettingsWith("1", bytes);
     EXPECT_TRUE(absl::IsInvalidArgument(s.status())) << bytes;
-    EXPECT_TRUE(absl::StrContains(s.status().message(), "PADDLE_CUDA_IPC_BYTES=")) << s.status();
+    EXPECT_TRUE(absl::StrContains(s.status().message(),
+                                  absl::StrCat("PADDLE_CUDA_IPC_BYTES=\"", bytes, "\"")))
+        << s.status();
   }
-}
-
-TEST(CudaIpcSettings, FromEnvironment) {
-  setenv(kCudaIpcEnvVar, "0", 1);
-  absl::StatusOr<CudaIpcSettings> s = CudaIpcSettingsFromEnvironment();
-  unsetenv(kCudaIpcEnvVar);
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_FALSE(s->enabled);
 }
 
 TEST(CudaIpcVeto, EachReason) {

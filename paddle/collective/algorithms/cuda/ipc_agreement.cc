@@ -2,52 +2,22 @@
 #include "paddle/collective/algorithms/cuda/ipc_agreement.h"
 
 #include <cstdint>
-#include <cstdlib>
+#include <optional>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "paddle/core/settings.h"
+#include "paddle/core/status.h"
 
 namespace paddle {
-namespace {
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
-
-}  // namespace
-
-absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromValues(absl::string_view enabled,
-                                                          absl::string_view bytes) {
-  CudaIpcSettings settings;
-  const std::string flag = absl::AsciiStrToLower(absl::StripAsciiWhitespace(enabled));
-  if (flag.empty() || flag == "1" || flag == "true" || flag == "on" || flag == "yes") {
-    settings.enabled = true;
-  } else if (flag == "0" || flag == "false" || flag == "off" || flag == "no") {
-    settings.enabled = false;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kCudaIpcEnvVar, "=", enabled, " is not a boolean; use 1 (the CUDA IPC path where ",
-        "possible) or 0 (always stage CUDA tensors through host memory)"));
-  }
-  const absl::string_view size = absl::StripAsciiWhitespace(bytes);
-  if (!size.empty()) {
-    uint64_t value = 0;
-    if (!absl::SimpleAtoi(size, &value) || value < kMinCudaIpcBytes || value > kMaxCudaIpcBytes ||
-        value % 4096 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kCudaIpcBytesEnvVar, "=", bytes, " is not a multiple of 4096 from ", kMinCudaIpcBytes,
-          " to ", kMaxCudaIpcBytes, " (bytes per device scratch buffer; each rank has two)"));
-    }
-    settings.buffer_bytes = static_cast<size_t>(value);
-  }
-  return settings;
-}
 
 absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromEnvironment() {
-  return CudaIpcSettingsFromValues(Env(kCudaIpcEnvVar), Env(kCudaIpcBytesEnvVar));
+  CudaIpcSettings settings;
+  ASSIGN_OR_RETURN(std::optional<bool> enabled, BoolSetting(kCudaIpcEnvVar));
+  settings.enabled = enabled.value_or(true);
+  ASSIGN_OR_RETURN(std::optional<int64_t> bytes, IntSetting(kCudaIpcBytesEnvVar));
+  if (bytes.has_value()) settings.buffer_bytes = static_cast<size_t>(*bytes);
+  return settings;
 }
 
 std::string LocalIpcVeto(const CudaIpcSettings& settings, int num_hosts, int world_size,

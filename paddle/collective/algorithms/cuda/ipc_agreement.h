@@ -16,19 +16,15 @@ namespace paddle {
 constexpr char kCudaIpcEnvVar[] = "PADDLE_CUDA_IPC";             // 1 (default) or 0
 constexpr char kCudaIpcBytesEnvVar[] = "PADDLE_CUDA_IPC_BYTES";  // per scratch buffer
 constexpr size_t kDefaultCudaIpcBytes = size_t{64} << 20;
-constexpr size_t kMinCudaIpcBytes = size_t{1} << 20;
-constexpr size_t kMaxCudaIpcBytes = size_t{4} << 30;
 
 struct CudaIpcSettings {
   bool enabled = true;
   size_t buffer_bytes = kDefaultCudaIpcBytes;
 };
 
-// PADDLE_CUDA_IPC (1/0, true/false, on/off, yes/no; unset: 1) and PADDLE_CUDA_IPC_BYTES (a
-// multiple of 4096 from 1 MiB to 4 GiB; unset: 64 MiB). kInvalidArgument naming the variable,
-// its value and what is accepted.
-absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromValues(absl::string_view enabled,
-                                                          absl::string_view bytes);
+// PADDLE_CUDA_IPC (a boolean; unset: 1) and PADDLE_CUDA_IPC_BYTES (a multiple of 4096 from
+// 1 MiB to 4 GiB; unset: 64 MiB), as the settings table (paddle/core/settings.cc) declares them.
+// kInvalidArgument naming the variable, its value and what is accepted.
 absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromEnvironment();
 
 // Why this rank cannot take the IPC path, before touching any device; "" if nothing stands in

@@ -29,6 +29,7 @@
 #include "paddle/collective/rendezvous/store_barrier.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -81,11 +82,6 @@ absl::StatusOr<int64_t> CountsToBytes(const std::vector<int64_t>& counts, size_t
   return total;
 }
 
-bool DebugChecksFromEnvironment() {
-  const char* env = std::getenv("PADDLE_DEBUG_CHECKS");
-  return env != nullptr && std::string(env) == "1";
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
@@ -118,12 +114,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
                      "or the native backend for \"tree\" and \"hd\""));
   }
 
+  // PADDLE_DEBUG_CHECKS turns the checks on where the options leave them off.
+  ASSIGN_OR_RETURN(std::optional<bool> debug_env, BoolSetting("PADDLE_DEBUG_CHECKS"));
+  CommunicatorOptions resolved = options;
+  resolved.debug_checks = options.debug_checks || debug_env.value_or(false);
+
   ASSIGN_OR_RETURN(GlooConnection connection, ConnectGloo(options));
   PADDLE_LOG(INFO, INIT) << "Gloo communicator connected: rank " << rank << "/" << size
                          << ", algorithm "
                          << (options.algorithm.empty() ? "ring" : options.algorithm);
   return std::unique_ptr<Communicator>(
-      new GlooCommunicator(options, algorithm, std::move(connection)));
+      new GlooCommunicator(resolved, algorithm, std::move(connection)));
 }
 
 GlooCommunicator::GlooCommunicator(const CommunicatorOptions& options, int algorithm,
@@ -132,7 +133,7 @@ GlooCommunicator::GlooCommunicator(const CommunicatorOptions& options, int algor
       rank_(options.rank),
       size_(options.world_size),
       algorithm_(algorithm),
-      debug_checks_(options.debug_checks || DebugChecksFromEnvironment()),
+      debug_checks_(options.debug_checks),
       device_(std::move(connection.device)),
       context_(std::move(connection.context)),
       peer_names_(std::move(connection.peer_names)) {

@@ -15,24 +15,18 @@
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 #include "paddle/collective/transport/ucx/ucx_transport.h"
 #include "paddle/core/cpu_features.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
-namespace {
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(value));
-}
-
-}  // namespace
 
 absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
   Settings settings;
   std::string transport = absl::AsciiStrToLower(options.transport);
   std::string source = "CommunicatorOptions.transport";
   if (transport == "auto" || transport.empty()) {
-    transport = absl::AsciiStrToLower(Env(kTransportEnvVar));
+    ASSIGN_OR_RETURN(std::optional<std::string> env, ChoiceSetting(kTransportEnvVar));
+    transport = env.value_or("");
     source = kTransportEnvVar;
   }
   if (transport.empty()) transport = "auto";
@@ -55,25 +49,13 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
     settings.selector = AlgorithmSelector(*algorithm);
   }
 
-  settings.debug_checks = options.debug_checks;
-  const std::string debug = absl::AsciiStrToLower(Env(kDebugChecksEnvVar));
-  if (debug == "1" || debug == "true" || debug == "yes" || debug == "on") {
-    settings.debug_checks = true;
-  } else if (!(debug.empty() || debug == "0" || debug == "false" || debug == "no" ||
-               debug == "off")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kDebugChecksEnvVar, "=", debug, " is not a boolean; use 1 or 0"));
-  }
+  ASSIGN_OR_RETURN(std::optional<bool> debug, BoolSetting(kDebugChecksEnvVar));
+  settings.debug_checks = options.debug_checks || debug.value_or(false);
 
-  const std::string piece = Env(kPieceBytesEnvVar);
-  if (!piece.empty()) {
-    uint64_t bytes = 0;
-    if (!absl::SimpleAtoi(piece, &bytes) || bytes < 4096 || bytes > (uint64_t{1} << 30)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kPieceBytesEnvVar, "=", piece, " is not a byte count from 4096 to 1073741824"));
-    }
-    settings.piece_bytes = static_cast<size_t>(bytes);
-  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> piece, IntSetting(kPieceBytesEnvVar));
+  if (piece.has_value()) settings.piece_bytes = static_cast<size_t>(*piece);
+  // Read here so that a malformed value is an error now, not an abort in DefaultShmSpin later.
+  RETURN_IF_ERROR(IntSetting("PADDLE_SHM_SPIN_US").status());
   return settings;
 }
 
@@ -81,17 +63,13 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
 // Every round of the node workspace and every piece of a pipelined algorithm ends in waits for
 // peers. With a core per rank those waits are short spins, and small pieces (256 KiB) and slots
 // (512 KiB) pipeline best. With more ranks than cores, a wait for a rank that is not running is a
-// futex sleep and a context switch, so the node workspace takes fewer, larger rounds: on the
-// 2-core development VM, 4 ranks allreducing 64 MiB made 1,330 context switches per call with
-// 512 KiB slots and 470 with 2 MiB ones, and took 26-30 ms instead of ~21 ms. Slots grow only
-// while the slots of all local ranks stay within ~16 MiB (two buffers of 8 MiB / local_size
-// each, 512 KiB to 2 MiB), since larger ones left the cache and lost again (4 MiB slots at
-// 4 ranks: 29 ms).
-// Pieces stay at 256 KiB. The first engine, whose loop thread did the reading, gained from
-// 1 MiB pieces here; with waiters driving their own sockets 1 MiB lost everywhere it was
-// measured over TCP (medians of 5-10 interleaved runs, us): n=3 ring 8 MiB 7.1k with 256 KiB
-// vs 9.8k with 1 MiB, 64 MiB 56k vs 68k; n=4 halving-doubling 8 MiB 8.8k vs 13.4k, 64 MiB 66k vs
-// 101k. What gains there is the algorithm: shared cores get their own allreduce table
+// futex sleep and a context switch, so the node workspace takes fewer, larger rounds (about a
+// third of the context switches at 4 ranks). Slots grow only while the slots of all local ranks
+// stay within ~16 MiB (two buffers of 8 MiB / local_size each, 512 KiB to 2 MiB), since larger
+// ones left the cache and lost again.
+// Pieces stay at 256 KiB: with waiters driving their own sockets, 1 MiB pieces lost everywhere
+// they were measured (docs/performance-notes.md, "Sizes when ranks outnumber cores"). What gains
+// there is the algorithm: shared cores get their own allreduce table
 // (AllreduceTable::kSharedCores, Note [Algorithm table]). Rank 0 decides for everyone, because
 // pieces must be cut alike and algorithms chosen alike on every rank, and hosts may differ in
 // cores.

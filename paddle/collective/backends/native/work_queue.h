@@ -15,7 +15,7 @@
 // Note [Waiter runs the operation]. A caller that waits on an operation which is next in line and
 // nothing else is running runs it itself, on its own thread, instead of waking the queue thread
 // and then being woken by it: for a small blocking allreduce those two thread hand-offs were
-// about half the time on the 2-core development VM (4 KiB, 2 ranks). Order is kept: only the
+// about half the time (docs/performance-notes.md, "Work queue"). Order is kept: only the
 // front operation is taken, and only while no other one runs (busy_). The queue reaches the
 // waiter through a shared WaiterHook that the queue's destructor detaches under the hook's lock,
 // so a Work that outlives its communicator never touches it, and a destructor waits for an
@@ -23,16 +23,16 @@
 // behind another waiter's operation.
 //
 // Note [Lazy queue thread]. Waking the queue thread for an operation its caller then runs itself
-// is wasted: a futex wake and two context switches, measured at ~27 us of a ~72 us 4 KiB
-// allreduce (2 ranks, 2-core VM). So once a waiter has run an operation, the queue turns lazy:
+// is wasted: a futex wake and two context switches, over a third of a small allreduce. So once a
+// waiter has run an operation, the queue turns lazy:
 // Enqueue no longer wakes the thread, which instead looks at the queue now and then. An
 // operation nobody waits for therefore still starts, a little late, and the thread that runs it
 // turns the queue eager again (Enqueue wakes it at once), as it does after kLazyIdle with nothing
 // queued. The looks back off: kLazyTick (1 ms) after turning lazy, doubling after each look that
 // finds nothing queued, up to kLazyMaxTick (8 ms). Each look is a timer wake-up that takes the
-// CPU from whatever runs there, on the development VM from the other rank's training step: at 1
-// ms, with the waiter running every gradient allreduce of a 2-worker MLP (1.3 ms steps), they
-// cost it about 5-10% of its throughput. A waiter that has to block on a queued operation it
+// CPU from whatever runs there, with few cores from the other rank's training step (a fixed 1 ms
+// look cost a small MLP 5-10% of its throughput: docs/performance-notes.md, "Work queue"). A
+// waiter that has to block on a queued operation it
 // does not run itself (a Wait with a timeout, or an operation behind another) wakes a lazy
 // thread at once, so only operations nobody waits for see the back-off.
 #ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_

@@ -26,6 +26,7 @@
 #include "paddle/collective/store/store.h"
 #include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -85,17 +86,17 @@ absl::Status CheckCudaTensor(const Tensor& tensor, absl::string_view name, int d
 // The device of Note [NCCL backend semantics]: PADDLE_CUDA_DEVICE, else LOCAL_RANK, else rank,
 // modulo `count`.
 absl::StatusOr<int> SelectDevice(int rank, int count) {
-  for (const char* name : {"PADDLE_CUDA_DEVICE", "LOCAL_RANK"}) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || value[0] == '\0') continue;
-    int parsed = -1;
-    if (!absl::SimpleAtoi(value, &parsed) || parsed < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, "=\"", value, "\" is not a non-negative integer (the CUDA device to use)"));
-    }
-    return parsed % count;
+  ASSIGN_OR_RETURN(std::optional<int64_t> device, IntSetting("PADDLE_CUDA_DEVICE"));
+  if (device.has_value()) return static_cast<int>(*device % count);
+  // LOCAL_RANK is torchrun's variable, not in our settings table.
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  if (local_rank == nullptr || local_rank[0] == '\0') return rank % count;
+  int parsed = -1;
+  if (!absl::SimpleAtoi(local_rank, &parsed) || parsed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LOCAL_RANK=\"", local_rank, "\" is not a non-negative integer (the CUDA device to use)"));
   }
-  return rank % count;
+  return parsed % count;
 }
 
 // Note [NCCL backend semantics], Rendezvous.

@@ -9,16 +9,13 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "paddle/core/env.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
 
 absl::StatusOr<bool> CmaEnabledByEnv() {
-  ASSIGN_OR_RETURN(std::optional<bool> on,
-                   BoolFromEnv(kShmCmaEnvVar,
-                               "whether large messages between local ranks are "
-                               "copied across processes with process_vm_readv"));
+  ASSIGN_OR_RETURN(std::optional<bool> on, BoolSetting(kShmCmaEnvVar));
   return on.value_or(true);
 }
 

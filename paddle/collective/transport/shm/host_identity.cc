@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace {
@@ -23,7 +24,7 @@ std::string NamespaceInode(const char* kind) {
 }  // namespace
 
 std::string HostIdentity() {
-  if (const char* env = std::getenv(kHostIdEnvVar); env != nullptr && *env != '\0') return env;
+  if (std::optional<std::string> env = StringSetting(kHostIdEnvVar)) return *env;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   std::ifstream in("/proc/sys/kernel/random/boot_id");

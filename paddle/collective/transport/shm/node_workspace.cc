@@ -11,9 +11,9 @@
 // (~0.2-1 us each between cores that spin, a futex wake-up when ranks outnumber cores), so
 // slots must be large enough for the copies to dominate; but every byte goes through a slot,
 // so the slots of all local ranks (2 x local_size x slot_bytes) should stay in the last-level
-// cache, leaving DRAM traffic to the user's buffers alone. 512 KiB measured best at 1-64 MiB on
-// the 2-core development VM with 2 ranks (bench/collectives); with more ranks than cores the
-// futex wake-ups dominate and larger slots win (Note [Sizes when ranks outnumber cores] in
+// cache, leaving DRAM traffic to the user's buffers alone. 512 KiB measured best with a core per
+// rank (docs/performance-notes.md, "Slot size"); with more ranks than cores the futex wake-ups
+// dominate and larger slots win (Note [Sizes when ranks outnumber cores] in
 // communicator_settings.cc).
 #include "paddle/collective/transport/shm/node_workspace.h"
 
@@ -31,6 +31,7 @@
 #include "paddle/collective/transport/shm/peer_process.h"
 #include "paddle/collective/transport/shm/shm_signal.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -72,16 +73,8 @@ size_t SegmentBytes(int local_size, size_t slot_bytes) {
 }  // namespace
 
 absl::StatusOr<size_t> SlotBytesFromEnvironment() {
-  const char* env = std::getenv(kSlotBytesEnvVar);
-  if (env == nullptr || *env == '\0') return 0;
-  int64_t bytes = 0;
-  if (!absl::SimpleAtoi(env, &bytes) || bytes < 4096 || bytes > (int64_t{64} << 20) ||
-      bytes % 4096 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kSlotBytesEnvVar, " is \"", env, "\"; it must be a multiple of 4096 from 4096 to ",
-        int64_t{64} << 20, " (unset: chosen from the local ranks and cores)"));
-  }
-  return static_cast<size_t>(bytes);
+  ASSIGN_OR_RETURN(std::optional<int64_t> bytes, IntSetting(kSlotBytesEnvVar));
+  return static_cast<size_t>(bytes.value_or(0));
 }
 
 absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(

@@ -24,6 +24,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "paddle/core/cpu_features.h"
+#include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace {
@@ -33,24 +35,23 @@ constexpr absl::Duration kMaxSleep = absl::Milliseconds(50);
 // Note [Spinning politely]
 // A rank that spins on a core its peer needs delays the very post it waits for: with other work
 // on the machine (or two ranks sharing a core for a moment) the peer only runs once the spin
-// ends. Measured on the 2-core VM under load ~8: a 4 KiB allreduce between 2 ranks took ~125 us
-// (p50) with a 50 us pure spin, ~1.1 ms with a 1 ms spin, and ~23 us with no spin, while
-// OpenMPI's shared memory, which yields while it polls, took ~3 us. So after kPureSpin of pure
-// spinning the wait calls sched_yield() between checks: free when nothing else wants the core,
-// and it hands the core to whatever does (often the peer) when something does.
+// ends (on a loaded machine a pure spin made a small allreduce many times slower than no spin:
+// docs/performance-notes.md, "Spinning"). So after kPureSpin of pure spinning the wait calls
+// sched_yield() between checks: free when nothing else wants the core, and it hands the core to
+// whatever does (often the peer) when something does.
 constexpr absl::Duration kPureSpin = absl::Microseconds(4);
 
 // Note [Adaptive spin]
 // Spinning pays only while the peer runs at the same time on another core. When the two ranks
 // share a core (the machine is busy: Linux then tends to keep processes that wake each other on
-// one CPU) every spin runs to its end and only delays the sleep, and the peer's run behind it:
-// on the VM under load ~4 a 4 KiB allreduce took ~21 us (p50) with any spin and ~13 us without;
-// on a quiet machine it takes ~1.2 us with a spin and ~13 us without. So each workspace and
-// transport keeps a score of how its recent spins ended (ShmSpinHistory): +1 when the post came
-// while spinning, -2 when the spin ran out. Below half the maximum, waits skip the spin (they
-// still yield once before sleeping) except one probe in ShmSpinHistory::kProbeEvery, whose
-// outcome can bring spinning back when the machine quietens. The node workspace also skips the
-// spin outright when the peer it waits for last ran on the waiter's own CPU.
+// one CPU) every spin runs to its end and only delays the sleep, and the peer's run behind it;
+// on a quiet machine the spin is ten times faster than sleeping (docs/performance-notes.md,
+// "Spinning"). So each workspace and transport keeps a score of how its recent spins ended
+// (ShmSpinHistory): +1 when the post came while spinning, -2 when the spin ran out. Below half the
+// maximum, waits skip the spin (they still yield once before sleeping) except one probe in
+// ShmSpinHistory::kProbeEvery, whose outcome can bring spinning back when the machine quietens. The
+// node workspace also skips the spin outright when the peer it waits for last ran on the waiter's
+// own CPU.
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
   const struct timespec ts = absl::ToTimespec(timeout);
@@ -87,10 +88,11 @@ void ShmSignal::Post(uint32_t v) {
 }
 
 absl::Duration DefaultShmSpin(int local_ranks) {
-  if (const char* env = std::getenv("PADDLE_SHM_SPIN_US"); env != nullptr && *env != '\0') {
-    int64_t us = 0;
-    if (absl::SimpleAtoi(env, &us) && us >= 0) return absl::Microseconds(us);
-  }
+  // Communicator creation checked the value first (ResolveSettings), so this only aborts for
+  // a variable changed since, or for code that skipped that check.
+  absl::StatusOr<std::optional<int64_t>> us = IntSetting("PADDLE_SHM_SPIN_US");
+  PADDLE_CHECK(us.ok()) << us.status().message();
+  if (us->has_value()) return absl::Microseconds(**us);
   return local_ranks <= CoresAvailable() ? absl::Microseconds(50) : absl::ZeroDuration();
 }
 

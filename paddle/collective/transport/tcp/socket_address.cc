@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 
@@ -215,8 +216,9 @@ absl::StatusOr<SocketAddress> SelectListenAddress(absl::string_view interface_na
   if (!interface_name.empty()) {
     return AddressFromSetting(interface_name, "TransportOptions.interface_name");
   }
-  const char* env = std::getenv("PADDLE_SOCKET_IFNAME");
-  if (env != nullptr && *env != '\0') return AddressFromSetting(env, "PADDLE_SOCKET_IFNAME");
+  if (std::optional<std::string> env = StringSetting("PADDLE_SOCKET_IFNAME"); env.has_value()) {
+    return AddressFromSetting(*env, "PADDLE_SOCKET_IFNAME");
+  }
 
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) {

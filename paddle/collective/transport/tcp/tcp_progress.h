@@ -18,14 +18,11 @@
 // channel back (so within kUnparkAfter), and a peer's close is seen then or by the next wait.
 //
 // Why: with the loop thread reading large messages and the caller reducing them, every piece
-// crossed threads (a futex wake-up and a context switch each way), and on the 2-core development
-// VM the loop threads of two ranks competed with their callers for the two cores. allreduce
-// over TCP, 2 ranks, interleaved runs: 1 MiB 352-531 us -> 218-311 us, 4 MiB 1381-1852 ->
-// 878-1057 us; OpenMPI's ob1/tcp, single-threaded the same way, took 249-297 us for 1 MiB. The
-// same split had made driving large receives slower before (transport_bench, 1 MiB streamed one
-// way: 3.5 -> 0.24 GB/s when waiters drove them but the loop read between waits, messages
-// arriving before their receive was posted and alternating readers copying them twice); with
-// parking it measures 4.1 GB/s against the loop's 3.9.
+// crossed threads (a futex wake-up and a context switch each way), and with few cores the loop
+// threads of the ranks competed with their callers for them. Waiters driving their sockets made
+// 1-4 MiB allreduces over TCP about 1.6x faster; without parking, a loop that read between
+// waits made alternating readers copy messages twice (docs/performance-notes.md, "Waiter
+// drives").
 //
 // Rules:
 //  - One driver per transport at a time (`role_`, taken with try_lock). A waiter that cannot

@@ -18,6 +18,7 @@
 #include "paddle/collective/transport/tcp/tcp_progress.h"
 #include "paddle/collective/transport/tcp/tcp_tuning.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -187,9 +188,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportOpt
   mesh.connect_timeout = options.connect_timeout;
   mesh.socket_buffer_bytes = tuning.socket_buffer_bytes;
   // The job token the launcher hands every worker (the TCP store reads the same variable).
-  if (const char* token = std::getenv("PADDLE_STORE_TOKEN"); token != nullptr) {
-    mesh.job_token = token;
-  }
+  mesh.job_token = StringSetting("PADDLE_STORE_TOKEN").value_or("");
   ASSIGN_OR_RETURN(std::vector<TcpMeshLink> links, ConnectFullMesh(mesh));
   if (tuning.wait_spin_auto) {
     std::vector<std::string> addresses;

@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "paddle/collective/transport/tcp/socket_address.h"
-#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -25,25 +25,16 @@ std::string HostOf(const std::string& address) {
 }  // namespace
 
 absl::StatusOr<TcpTuning> TuningFromEnv() {
-  // Spins and polls longer than a second only burn CPU; 1 GiB is far above any kernel's limit.
-  constexpr int64_t kMaxMicros = 1000000;
+  // Bounds and meanings: the settings table (paddle/core/settings.cc).
   TcpTuning t;
-  ASSIGN_OR_RETURN(std::optional<int64_t> spin,
-                   IntFromEnv("PADDLE_TCP_WAIT_SPIN_US", 0, kMaxMicros,
-                              "microseconds a TCP wait polls before sleeping; unset: automatic"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> spin, IntSetting("PADDLE_TCP_WAIT_SPIN_US"));
   t.wait_spin_auto = !spin.has_value();
   if (spin.has_value()) t.wait_spin = absl::Microseconds(*spin);
-  ASSIGN_OR_RETURN(std::optional<int64_t> poll,
-                   IntFromEnv("PADDLE_TCP_BUSY_POLL_US", 0, kMaxMicros,
-                              "microseconds the I/O thread polls after its last event"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> poll, IntSetting("PADDLE_TCP_BUSY_POLL_US"));
   if (poll.has_value()) t.busy_poll = absl::Microseconds(*poll);
-  ASSIGN_OR_RETURN(std::optional<bool> reads,
-                   BoolFromEnv("PADDLE_TCP_WAITER_READS",
-                               "whether a waiting thread moves the sockets' data itself"));
+  ASSIGN_OR_RETURN(std::optional<bool> reads, BoolSetting("PADDLE_TCP_WAITER_READS"));
   t.waiter_drives = reads.value_or(t.waiter_drives);
-  ASSIGN_OR_RETURN(std::optional<int64_t> buffer,
-                   IntFromEnv("PADDLE_SOCKET_BUFFER_BYTES", 0, int64_t{1} << 30,
-                              "SO_SNDBUF/SO_RCVBUF in bytes; 0 leaves them to the kernel"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> buffer, IntSetting("PADDLE_SOCKET_BUFFER_BYTES"));
   t.socket_buffer_bytes = static_cast<int>(buffer.value_or(t.socket_buffer_bytes));
   return t;
 }

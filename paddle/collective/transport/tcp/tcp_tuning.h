@@ -2,18 +2,14 @@
 //
 // Note [Busy polling]. Two knobs trade CPU for small-message latency: a Wait() may spin before it
 // sleeps (PADDLE_TCP_WAIT_SPIN_US), and the I/O thread may keep polling after its last event
-// (PADDLE_TCP_BUSY_POLL_US), each saving a futex or epoll wake-up per message. transport_bench on
-// the 2-core development VM (two ranks = four busy threads) measured both as harmful there while
-// the I/O thread did the reading: the 8-byte ping-pong one-way p50 went from 25 us to 47-52 us
-// with a 20 us spin and to 76-81 us with a 50 us busy poll, since a spinning thread holds the
-// core the peer needs. Since a waiter drives the transport (Note [Waiter drives] in
-// tcp_progress.h), its spin polls the sockets itself: with two ranks on two cores the 8-byte p50
-// went from 19 to 9 us with a 1000 us spin, while 3-rank allreduces (three ranks on two cores)
-// became several times slower with any long spin. Hence the wait spin is chosen per job (Note
-// [Automatic spin]) unless set, and the busy poll stays off unless set. Socket buffers: forcing
-// 4 MiB (PADDLE_SOCKET_BUFFER_BYTES) against kernel autotuning showed no consistent difference
-// within the noise of that machine, so autotuning, which may grow the receive buffer further, is
-// the default.
+// (PADDLE_TCP_BUSY_POLL_US), each saving a futex or epoll wake-up per message. Both help only
+// while the spinning thread does not hold a core the peer needs: a waiter's spin (it polls the
+// sockets itself, Note [Waiter drives] in tcp_progress.h) halves small-message latency with a
+// core per rank and makes allreduces several times slower with more ranks than cores, and the
+// busy poll hurt wherever measured (docs/performance-notes.md, "TCP busy polling"). Hence the
+// wait spin is chosen per job (Note [Automatic spin]) unless set, and the busy poll stays off
+// unless set. Socket buffers: kernel autotuning, which may grow the receive buffer further, is
+// the default, since forcing 4 MiB showed no consistent difference.
 //
 // Note [Automatic spin]. OpenMPI polls without sleeping unless a node runs more ranks than it
 // has cores; we do the same with PADDLE_TCP_WAIT_SPIN_US unset: a driver polls its sockets for

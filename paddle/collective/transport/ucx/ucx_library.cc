@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 
 namespace paddle {
 namespace {
@@ -69,9 +70,7 @@ absl::Status MissingFunction(const std::string& library, const char* name) {
 }
 
 absl::Status Load() {
-  const char* override_name = std::getenv("PADDLE_UCX_LIBRARY");
-  const std::string library =
-      override_name != nullptr && *override_name != '\0' ? override_name : "libucp.so.0";
+  const std::string library = StringSetting("PADDLE_UCX_LIBRARY").value_or("libucp.so.0");
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();

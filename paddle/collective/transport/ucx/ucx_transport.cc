@@ -25,8 +25,8 @@
 #include "paddle/collective/transport/ucx/ucx_channel.h"
 #include "paddle/collective/transport/ucx/ucx_error.h"
 #include "paddle/collective/transport/ucx/ucx_library.h"
-#include "paddle/core/env.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -410,9 +410,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const TransportOpt
         absl::StrCat("UCX transport of rank ", options.rank, "/", options.world_size,
                      ": TransportOptions.store is null; the ranks exchange addresses through it"));
   }
-  ASSIGN_OR_RETURN(std::optional<int64_t> spin_us,
-                   IntFromEnv("PADDLE_UCX_WAIT_SPIN_US", 0, 1000000,
-                              "microseconds a UCX wait spins before sleeping"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> spin_us, IntSetting("PADDLE_UCX_WAIT_SPIN_US"));
   RETURN_IF_ERROR(LoadUcxLibrary());  // Note [UCX loaded on demand]
   auto transport = std::make_unique<UcxTransport>(options.rank, options.world_size,
                                                   absl::Microseconds(spin_us.value_or(20)));

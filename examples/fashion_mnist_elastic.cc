@@ -1,0 +1,347 @@
+// fashion_mnist --elastic: one worker of an elastic job (see fashion_mnist_elastic.h).
+//
+// The worker joins the job's generations (paddle/parallel/elastic.h) through the store the
+// launcher hosts at MASTER_ADDR:MASTER_PORT. Each step takes this rank's share of the next global
+// batch (paddle/parallel/global_batch.h) and scales its loss by its share, so the averaged
+// gradient is the mean over the global batch whatever the world size. Every --commit-every steps
+// (and before a planned change) the state is committed in memory (Note [Elastic commit]). When a
+// collective fails, the worker leaves the generation, joins the next one, adopts rank 0's commit
+// and goes on; when a worker waits to join, or one got SIGTERM, every rank commits and they
+// regroup without a rollback, and the one that got SIGTERM exits 0.
+//
+// Output: rank 0 of each generation prints "elastic: ..." lines when the membership changes
+// (with a wall-clock stamp t=..., for measuring recovery from outside), progress lines with the
+// world size, one line per epoch, and at the end a JSON line that adds membership_changes,
+// recovery_s_max (seconds from a failure seen to the next completed step, over this worker's
+// failures), commit_fraction (time in commits over the training time) and world_size.
+#include "examples/fashion_mnist_elastic.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "paddle/collective/store/tcp_store.h"
+#include "paddle/core/status.h"
+#include "paddle/nn/functional.h"
+#include "paddle/nn/generator.h"
+#include "paddle/nn/models.h"
+#include "paddle/optim/lr_schedule.h"
+#include "paddle/parallel/distributed_data_parallel.h"
+#include "paddle/parallel/elastic.h"
+#include "paddle/parallel/elastic_state.h"
+#include "paddle/parallel/global_batch.h"
+
+namespace paddle::examples {
+namespace {
+
+std::atomic<bool> g_leave{false};  // SIGTERM: leave after this step
+void OnTerm(int) { g_leave.store(true); }
+
+absl::StatusOr<int64_t> EnvInt(const char* name, std::optional<int64_t> fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) {
+    if (fallback) return *fallback;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--elastic: environment variable ", name,
+                     " is not set; start the workers with paddlerun --nproc=N --min-nproc=M"));
+  }
+  int64_t out;
+  if (!absl::SimpleAtoi(v, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--elastic: environment variable ", name, " is '", v, "', not an integer"));
+  }
+  return out;
+}
+
+// This rank's samples of the step: rows order[from, from + count) of the data set.
+absl::Status Gather(const data::Dataset& d, const std::vector<int64_t>& order, int64_t from,
+                    int64_t count, Tensor* images, Tensor* labels) {
+  const int64_t row = d.images.numel() / d.size();
+  ASSIGN_OR_RETURN(*images, Tensor::Empty({count, 1, 28, 28}, DType::kFloat32));
+  ASSIGN_OR_RETURN(*labels, Tensor::Empty({count}, DType::kInt64));
+  const float* src = d.images.data<float>();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t s = order[from + i];
+    std::memcpy(images->data<float>() + i * row, src + s * row, row * sizeof(float));
+    labels->data<int64_t>()[i] = d.labels.data<int64_t>()[s];
+  }
+  return absl::OkStatus();
+}
+
+class Trainer {
+ public:
+  explicit Trainer(const ElasticRun& run) : run_(run) {}
+  int Run();
+
+ private:
+  absl::Status Setup();
+  // One generation: until the job ends (OkStatus with done_ set), a planned change (OkStatus),
+  // or a failure (the error, after which the state is rolled back).
+  absl::Status Generation(const Membership& m);
+  absl::Status Step(int64_t* global_size, double* loss);
+
+  const ElasticRun& run_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<ElasticGroup> group_;
+  std::shared_ptr<nn::Generator> dropout_;
+  std::shared_ptr<nn::Module> model_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  std::unique_ptr<ElasticState> state_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::vector<int64_t> order_;
+  int64_t order_epoch_ = -1;
+  int64_t steps_per_epoch_ = 0;
+  int expected_ = 0;
+  bool done_ = false;
+  bool leaving_ = false;
+  absl::Time failed_at_ = absl::InfinitePast();
+  double recovery_s_max_ = 0;
+  absl::Duration commit_time_, train_time_;
+  absl::Time epoch_start_ = absl::Now(), last_progress_ = absl::Now();
+  std::string last_json_;
+};
+
+absl::Status Trainer::Setup() {
+  ElasticOptions o;
+  ASSIGN_OR_RETURN(int64_t min_size, EnvInt("PADDLE_ELASTIC_MIN_SIZE", 1));
+  ASSIGN_OR_RETURN(int64_t max_size, EnvInt("PADDLE_ELASTIC_MAX_SIZE", std::nullopt));
+  ASSIGN_OR_RETURN(int64_t port, EnvInt("MASTER_PORT", std::nullopt));
+  ASSIGN_OR_RETURN(int64_t rank, EnvInt("RANK", 0));
+  ASSIGN_OR_RETURN(int64_t restarts, EnvInt("PADDLE_RESTART_COUNT", 0));
+  const char* addr = std::getenv("MASTER_ADDR");
+  if (addr == nullptr) {
+    return absl::InvalidArgumentError("--elastic: MASTER_ADDR is not set (the job's store)");
+  }
+  if (run_.batch < max_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--batch=%d (the global batch) is smaller than the %d workers the job may have", run_.batch,
+        max_size));
+  }
+  TcpStoreOptions so;
+  so.host = addr;
+  so.port = static_cast<int>(port);
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Connect(so));
+  store_ = std::move(store);
+  o.store = store_;
+  o.min_size = static_cast<int>(min_size);
+  o.max_size = static_cast<int>(max_size);
+  ASSIGN_OR_RETURN(group_, ElasticGroup::Create(o));
+  // The first workers expect each other; a restarted one expects nobody in particular.
+  expected_ = restarts == 0 ? static_cast<int>(max_size) : 0;
+
+  dropout_ = std::make_shared<nn::Generator>(static_cast<uint64_t>(run_.seed),
+                                             1 + static_cast<uint64_t>(rank));
+  ASSIGN_OR_RETURN(model_, nn::MakeModel(run_.model, static_cast<uint64_t>(run_.seed), dropout_));
+  ASSIGN_OR_RETURN(opt_, run_.make_optimizer(model_->Parameters()));
+  state_ = std::make_unique<ElasticState>(model_.get(), opt_.get());
+  state_->extras()["rng/dropout_offset"] = 0;  // every rank has the same keys
+  steps_per_epoch_ = StepsPerEpoch(run_.train.size(), run_.batch);
+  const int64_t total = std::max<int64_t>(steps_per_epoch_ * run_.epochs, 1);
+  ASSIGN_OR_RETURN(std::unique_ptr<optim::CosineLr> cosine,
+                   optim::CosineLr::Create(opt_->lr(), total));
+  ASSIGN_OR_RETURN(schedule_,
+                   optim::WarmupLr::Create(std::move(cosine),
+                                           std::llround(run_.warmup_epochs * steps_per_epoch_),
+                                           /*start_factor=*/0.1));
+  std::signal(SIGTERM, OnTerm);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
+  TrainProgress& p = state_->progress();
+  if (order_epoch_ != p.epoch) {
+    ASSIGN_OR_RETURN(order_,
+                     EpochOrder(run_.train.size(), static_cast<uint64_t>(run_.seed), p.epoch));
+    order_epoch_ = p.epoch;
+  }
+  Communicator& comm = *group_->comm();
+  ASSIGN_OR_RETURN(BatchShare share, ShareOfGlobalBatch(run_.train.size(), p.samples, run_.batch,
+                                                        comm.rank(), comm.size()));
+  Tensor images, labels;
+  RETURN_IF_ERROR(
+      Gather(run_.train, order_, p.samples + share.begin, share.count, &images, &labels));
+  opt_->set_lr(schedule_->LrAt(p.step));
+  opt_->ZeroGrad();
+  ASSIGN_OR_RETURN(nn::Variable logits, ddp_->Forward(nn::Variable(images)));
+  ASSIGN_OR_RETURN(nn::Variable loss, nn::functional::SoftmaxCrossEntropy(logits, labels));
+  // DDP averages over ranks; weighting by the share makes that the global batch's mean.
+  ASSIGN_OR_RETURN(Tensor weight, Tensor::Empty(loss.shape(), DType::kFloat32));
+  weight.data<float>()[0] =
+      static_cast<float>(share.count * comm.size()) / static_cast<float>(share.global_size);
+  ASSIGN_OR_RETURN(nn::Variable weighted, nn::functional::Mul(loss, nn::Variable(weight)));
+  RETURN_IF_ERROR(ddp_->Backward(weighted));
+  RETURN_IF_ERROR(opt_->Step());
+  *global_size = share.global_size;
+  *loss_out = loss.data().data<float>()[0];
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Generation(const Membership& m) {
+  Communicator& comm = *group_->comm();
+  const bool leader = m.rank == 0;
+  RETURN_IF_ERROR(state_->Broadcast(comm, 0));
+  dropout_->set_offset(static_cast<uint64_t>(state_->extras()["rng/dropout_offset"]));
+  DdpOptions ddp_options;
+  ddp_options.bucket_bytes = static_cast<int64_t>(run_.bucket_cap_mb * (1 << 20));
+  ddp_options.first_bucket_bytes = static_cast<int64_t>(run_.first_bucket_mb * (1 << 20));
+  ASSIGN_OR_RETURN(ddp_, DistributedDataParallel::Create(model_, &comm, ddp_options));
+  if (leader) {
+    std::printf(
+        "elastic: generation %lld: world size %d, from step %lld (epoch %lld, sample "
+        "%lld), rank 0 is pid %d\n",
+        static_cast<long long>(m.generation), m.size,
+        static_cast<long long>(state_->progress().step),
+        static_cast<long long>(state_->progress().epoch + 1),
+        static_cast<long long>(state_->progress().samples), static_cast<int>(getpid()));
+    std::fflush(stdout);
+  }
+  while (true) {
+    TrainProgress& p = state_->progress();
+    if (p.epoch >= run_.epochs) {
+      done_ = true;
+      if (leader) RETURN_IF_ERROR(group_->MarkDone());
+      return absl::OkStatus();
+    }
+    absl::Time t0 = absl::Now();
+    int64_t global_size = 0;
+    double loss = 0;
+    RETURN_IF_ERROR(Step(&global_size, &loss));
+    ASSIGN_OR_RETURN(MembershipChange change, group_->AgreeOnChange(g_leave.load()));
+    ++p.step;
+    p.samples += global_size;
+    p.loss_sum += loss;
+    ++p.loss_count;
+    state_->extras()["rng/dropout_offset"] = static_cast<int64_t>(dropout_->offset());
+    absl::Time t1 = absl::Now();
+    train_time_ += t1 - t0;
+    if (failed_at_ != absl::InfinitePast()) {
+      double s = absl::ToDoubleSeconds(t1 - failed_at_);
+      recovery_s_max_ = std::max(recovery_s_max_, s);
+      failed_at_ = absl::InfinitePast();
+      if (leader) {
+        std::printf(
+            "elastic: recovered at step %lld, world size %d, generation %lld, %.3f s "
+            "after the failure (t=%.3f)\n",
+            static_cast<long long>(p.step), m.size, static_cast<long long>(m.generation), s,
+            absl::ToDoubleSeconds(t1 - absl::UnixEpoch()));
+        std::fflush(stdout);
+      }
+    }
+    const bool epoch_end = p.samples >= run_.train.size();
+    if (leader && (t1 - last_progress_ >= absl::Seconds(5))) {
+      last_progress_ = t1;
+      std::printf("  epoch %lld  step %lld/%lld  world %d  loss %.4f\n",
+                  static_cast<long long>(p.epoch + 1),
+                  static_cast<long long>(p.step - p.epoch * steps_per_epoch_),
+                  static_cast<long long>(steps_per_epoch_), m.size,
+                  p.loss_count ? p.loss_sum / p.loss_count : 0.0);
+      std::fflush(stdout);
+    }
+    if (epoch_end) {
+      double train_loss = p.loss_count ? p.loss_sum / p.loss_count : 0.0;
+      ++p.epoch;
+      p.samples = 0;
+      p.loss_sum = 0;
+      p.loss_count = 0;
+      if (leader) {
+        ASSIGN_OR_RETURN(double accuracy, run_.evaluate(*model_, run_.test));
+        double seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start_);
+        std::printf(
+            "epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  world %d  "
+            "epoch_time %.2fs\n",
+            static_cast<long long>(p.epoch), static_cast<long long>(run_.epochs), train_loss,
+            accuracy, m.size, seconds);
+        std::fflush(stdout);
+        last_json_ = absl::StrFormat(
+            "{\"epoch\": %d, \"train_loss\": %.6f, \"test_accuracy\": %.4f, \"world_size\": %d, "
+            "\"membership_changes\": %d, \"recovery_s_max\": %.3f, \"commit_fraction\": %.4f, "
+            "\"commit_bytes\": %d, \"param_hash\": \"%016x\"}",
+            p.epoch, train_loss, accuracy, m.size, group_->changes(), recovery_s_max_,
+            absl::ToDoubleSeconds(commit_time_) /
+                std::max(1e-9, absl::ToDoubleSeconds(train_time_)),
+            state_->commit_bytes(), run_.param_hash(*model_));
+      }
+      epoch_start_ = absl::Now();
+    }
+    if (p.step % run_.commit_every == 0 || change.any() || epoch_end) {
+      absl::Time c0 = absl::Now();
+      RETURN_IF_ERROR(state_->Commit());
+      commit_time_ += absl::Now() - c0;
+    }
+    if (change.any()) {
+      for (int r : change.leavers) leaving_ = leaving_ || r == m.rank;
+      if (leader) {
+        std::printf("elastic: membership change after step %lld: %d joining, %zu leaving\n",
+                    static_cast<long long>(p.step), change.joiners, change.leavers.size());
+        std::fflush(stdout);
+      }
+      expected_ = m.size - static_cast<int>(change.leavers.size()) + change.joiners;
+      return absl::OkStatus();
+    }
+  }
+}
+
+int Trainer::Run() {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "fashion_mnist --elastic: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  if (absl::Status st = Setup(); !st.ok()) return fail(st);
+  int failures_in_a_row = 0;
+  while (true) {
+    absl::StatusOr<Membership> m =
+        group_->Join(state_->has_commit() ? state_->committed().step : -1, expected_);
+    if (absl::IsCancelled(m.status())) {
+      std::printf("elastic: the job has finished; nothing to join\n");
+      return 0;
+    }
+    if (!m.ok()) return fail(m.status());
+    absl::Status st = Generation(*m);
+    ddp_.reset();  // its reducer and hooks go before the communicator does
+    if (st.ok()) {
+      failures_in_a_row = 0;
+      if (done_) break;
+      if (leaving_) {
+        group_->Leave();
+        std::printf("elastic: left the job after step %lld (SIGTERM)\n",
+                    static_cast<long long>(state_->progress().step));
+        return 0;
+      }
+      continue;
+    }
+    // A failure: roll back to the last commit and regroup with whoever is left.
+    if (++failures_in_a_row > 10) return fail(Annotate(st, "10 generations failed in a row"));
+    std::fprintf(stderr, "elastic: generation %lld failed (%s); regrouping\n",
+                 static_cast<long long>(m->generation), std::string(st.message()).c_str());
+    if (failed_at_ == absl::InfinitePast()) failed_at_ = absl::Now();
+    group_->Leave(st);
+    if (state_->has_commit()) {
+      if (absl::Status r = state_->Rollback(); !r.ok()) return fail(r);
+    }
+    expected_ = std::max(1, m->size - 1);
+  }
+  // The rank 0 of the last generation evaluated the last epoch.
+  if (group_->rank() == 0 && !last_json_.empty()) std::printf("%s\n", last_json_.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int RunElastic(const ElasticRun& run) {
+  Trainer trainer(run);
+  return trainer.Run();
+}
+
+}  // namespace paddle::examples

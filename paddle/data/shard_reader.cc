@@ -1,0 +1,164 @@
+// ShardReader: the prefetch thread over record shards.
+#include "paddle/data/shard_reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "paddle/core/status.h"
+#include "paddle/data/record_file.h"
+
+namespace paddle {
+namespace data {
+
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Create(std::vector<RecordRange> ranges,
+                                                                 ShardReaderOptions options) {
+  if (options.max_buffered_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShardReader: max_buffered_bytes must be > 0, got ", options.max_buffered_bytes));
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].begin < 0 || ranges[i].end < ranges[i].begin) {
+      return absl::InvalidArgumentError(absl::StrCat("ShardReader: range ", i, " of shard ",
+                                                     ranges[i].shard, " is [", ranges[i].begin,
+                                                     ", ", ranges[i].end, "), not a range"));
+    }
+  }
+  std::unique_ptr<ShardReader> reader(new ShardReader(std::move(ranges), options));
+  reader->producer_ = std::thread([r = reader.get()] { r->Produce(); });
+  return reader;
+}
+
+ShardReader::~ShardReader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  producer_.join();
+}
+
+void ShardReader::Produce() {
+  absl::Status status;
+  for (size_t r = 0; r < ranges_.size() && status.ok(); ++r) status = ReadRange(r);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = status;
+  }
+  cv_.notify_all();
+}
+
+absl::Status ShardReader::ReadRange(size_t r) {
+  const RecordRange& range = ranges_[r];
+  if (range.begin == range.end) return absl::OkStatus();
+  {
+    // Before the first record too: a stalled open of the index must name the shard.
+    std::lock_guard<std::mutex> lock(mu_);
+    position_ = absl::StrCat("the index of shard ", range.shard, " (range ", r, ")");
+  }
+  ASSIGN_OR_RETURN(std::vector<uint64_t> offsets, ReadIndex(range.shard));
+  const int64_t count = static_cast<int64_t>(offsets.size()) - 1;
+  if (range.end > count) {
+    return absl::OutOfRangeError(absl::StrCat("shard ", range.shard, " has ", count,
+                                              " records; range ", r, " asks for [", range.begin,
+                                              ", ", range.end, ")"));
+  }
+  struct stat st;
+  if (::stat(range.shard.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("shard ", range.shard, " (named by range ", r,
+                                            ") cannot be read; its index exists"));
+  }
+  if (static_cast<uint64_t>(st.st_size) != offsets.back()) {
+    return absl::DataLossError(absl::StrCat(
+        "shard ", range.shard, " is ", st.st_size, " bytes but its index says ", offsets.back(),
+        static_cast<uint64_t>(st.st_size) < offsets.back()
+            ? ": truncated shard (the records from byte offset " + std::to_string(st.st_size) +
+                  " on are missing)"
+            : ": the shard was changed after its index was written"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                   RecordReader::Open(range.shard, static_cast<int64_t>(offsets[range.begin])));
+  const int64_t chunk_limit = std::min<int64_t>(256 << 10, options_.max_buffered_bytes / 2);
+  std::vector<ShardRecord> chunk;
+  int64_t chunk_bytes = 0;
+  absl::Status status;
+  for (int64_t i = range.begin; i < range.end; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      position_ = absl::StrCat("shard ", range.shard, " at byte offset ", reader->offset());
+    }
+    ShardRecord record;
+    record.range = r;
+    record.record = i;
+    absl::StatusOr<bool> got = reader->Read(&record.data);
+    if (!got.ok()) {
+      status = got.status();
+      break;
+    }
+    if (!*got || static_cast<uint64_t>(reader->offset()) != offsets[i + 1]) {
+      status = absl::DataLossError(
+          absl::StrCat("shard ", range.shard, ": record ", i, " at byte offset ", offsets[i],
+                       " does not end where its index says (", offsets[i + 1], ")"));
+      break;
+    }
+    chunk_bytes += static_cast<int64_t>(record.data.size());
+    chunk.push_back(std::move(record));
+    if (chunk_bytes >= chunk_limit && !Push(chunk, std::exchange(chunk_bytes, 0))) {
+      return absl::CancelledError("ShardReader destroyed");
+    }
+  }
+  // The records before an error are delivered before it.
+  if (!chunk.empty() && !Push(chunk, chunk_bytes)) {
+    return absl::CancelledError("ShardReader destroyed");
+  }
+  return status;
+}
+
+bool ShardReader::Push(std::vector<ShardRecord>& chunk, int64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] {
+    return stop_ || queue_.empty() || buffered_bytes_ + bytes <= options_.max_buffered_bytes;
+  });
+  if (stop_) return false;
+  buffered_bytes_ += bytes;
+  for (ShardRecord& record : chunk) queue_.push_back(std::move(record));
+  chunk.clear();
+  cv_.notify_all();
+  return true;
+}
+
+absl::StatusOr<std::optional<ShardRecord>> ShardReader::Next() {
+  if (taken_.empty()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Waits in steps of at most an hour: an infinite (or huge) timeout converted to a
+    // std::chrono deadline would overflow and time out at once.
+    const absl::Time give_up = absl::Now() + options_.timeout;
+    while (queue_.empty() && !done_) {
+      const absl::Duration left = give_up - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("ShardReader: no record within ", absl::FormatDuration(options_.timeout),
+                         " while reading ", position_, "; is the filesystem stalled?"));
+      }
+      cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))));
+    }
+    if (queue_.empty()) {
+      if (!error_.ok()) return error_;
+      return std::optional<ShardRecord>();
+    }
+    taken_.swap(queue_);
+    buffered_bytes_ = 0;
+    cv_.notify_all();
+  }
+  ShardRecord record = std::move(taken_.front());
+  taken_.pop_front();
+  return std::optional<ShardRecord>(std::move(record));
+}
+
+}  // namespace data
+}  // namespace paddle

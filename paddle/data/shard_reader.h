@@ -1,0 +1,101 @@
+// ShardReader: streams ranges of records out of record shards (record_file.h) on a prefetch
+// thread, holding at most a bounded number of bytes in memory.
+//
+// A range is [begin, end) record numbers of one shard: what one task of the task master
+// (task_master.h) names. For each range the thread reads the shard's index, checks that the shard
+// is as long as its index says (a truncated shard is an error before any of its records is used),
+// seeks to record `begin` and reads up to `end`, checking every record's CRC and that it starts
+// where the index says. Records travel to the consumer in chunks (one lock hand-off per chunk,
+// not per record) through a queue of at most `max_buffered_bytes` (one chunk is always let
+// through, however large), so a fast disk cannot outrun a slow trainer's memory: at most about
+// 2 x max_buffered_bytes are held (the queue, the chunk the consumer took, the one being read).
+//
+// Errors (kDataLoss for corrupt or truncated data, kNotFound for a missing shard or index) name
+// the shard file and the byte offset; they are delivered by Next() after the records before them,
+// and again on every later call. Next() is bounded by a timeout: a stalled filesystem is an
+// error naming the shard and offset being read, not a hang.
+//
+// Not thread-safe: one consumer calls Next(); the producer thread is internal and the destructor
+// stops and joins it.
+#ifndef PADDLE_DATA_SHARD_READER_H_
+#define PADDLE_DATA_SHARD_READER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace paddle {
+namespace data {
+
+struct RecordRange {
+  std::string shard;  // path of the shard file
+  int64_t begin = 0;  // first record number
+  int64_t end = 0;    // one past the last
+};
+
+struct ShardRecord {
+  std::string data;
+  size_t range = 0;    // which of the ranges it came from
+  int64_t record = 0;  // its record number in the shard
+};
+
+struct ShardReaderOptions {
+  int64_t max_buffered_bytes = int64_t{32} << 20;
+  absl::Duration timeout = absl::Seconds(60);  // bound on each Next()
+};
+
+class ShardReader {
+ public:
+  // Starts reading `ranges` in order. kInvalidArgument naming the range unless 0 <= begin <= end
+  // and max_buffered_bytes > 0; problems with the files themselves come from Next().
+  static absl::StatusOr<std::unique_ptr<ShardReader>> Create(std::vector<RecordRange> ranges,
+                                                             ShardReaderOptions options = {});
+  ~ShardReader();
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+
+  // The next record; nullopt after the last record of the last range. Errors as in the file
+  // comment; kDeadlineExceeded naming the shard and offset being read if none arrives in time.
+  absl::StatusOr<std::optional<ShardRecord>> Next();
+
+ private:
+  ShardReader(std::vector<RecordRange> ranges, ShardReaderOptions options)
+      : ranges_(std::move(ranges)), options_(options) {}
+  void Produce();
+  absl::Status ReadRange(size_t r);
+  // Waits for room, then queues the records of `chunk` (and empties it); false if the reader is
+  // being destroyed.
+  bool Push(std::vector<ShardRecord>& chunk, int64_t bytes);
+
+  const std::vector<RecordRange> ranges_;
+  const ShardReaderOptions options_;
+  std::thread producer_;
+  std::deque<ShardRecord> taken_;  // the consumer's: records it took from queue_, in order
+
+  // std::mutex, not absl::Mutex, so that TSan checks it (Note [Locks and ThreadSanitizer] in
+  // paddle/collective/transport/tcp/tcp_request.h).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ShardRecord> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t buffered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::string position_ ABSL_GUARDED_BY(mu_);  // "shard S at byte B", for timeout errors
+};
+
+}  // namespace data
+}  // namespace paddle
+
+#endif  // PADDLE_DATA_SHARD_READER_H_

@@ -1,0 +1,353 @@
+// TaskMaster over every store (in-process HashStore, a real TCPStore server, a real etcd): every
+// task exactly once per epoch with concurrent workers, the per-epoch shuffle, timeouts taken from
+// observed task time (fake clock), late and stale reports ignored, repeated failures set aside,
+// a worker joining an existing state, and a state made for another task list refused.
+#include "paddle/data/task_master.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "paddle/collective/store/etcd_store.h"
+#include "paddle/collective/store/hash_store.h"
+#include "paddle/collective/store/tcp_store.h"
+#include "paddle/collective/store/tcp_store_server.h"
+#include "tests/collective/store/etcd_server.h"
+
+namespace paddle {
+namespace data {
+namespace {
+
+// One store server per test; Client() gives each simulated worker its own connection.
+class StoreEnv {
+ public:
+  virtual ~StoreEnv() = default;
+  virtual std::unique_ptr<Store> Client() = 0;
+};
+
+class HashEnv : public StoreEnv {
+ public:
+  // Workers of one process share the HashStore itself, so clients are thin forwarders.
+  class Forward : public Store {
+   public:
+    explicit Forward(Store* s) : s_(s) {}
+    absl::Status Set(absl::string_view k, absl::string_view v) override { return s_->Set(k, v); }
+    absl::StatusOr<std::string> Get(absl::string_view k, absl::Duration t) override {
+      return s_->Get(k, t);
+    }
+    absl::StatusOr<int64_t> Add(absl::string_view k, int64_t d) override { return s_->Add(k, d); }
+    absl::StatusOr<std::string> CompareSet(absl::string_view k, absl::string_view e,
+                                           absl::string_view d) override {
+      return s_->CompareSet(k, e, d);
+    }
+    absl::Status Wait(absl::Span<const std::string> k, absl::Duration t) override {
+      return s_->Wait(k, t);
+    }
+    absl::StatusOr<bool> Check(absl::Span<const std::string> k) override { return s_->Check(k); }
+    absl::StatusOr<bool> DeleteKey(absl::string_view k) override { return s_->DeleteKey(k); }
+    absl::StatusOr<int64_t> NumKeys() override { return s_->NumKeys(); }
+    std::string Describe() const override { return s_->Describe(); }
+
+   private:
+    Store* s_;
+  };
+  std::unique_ptr<Store> Client() override { return std::make_unique<Forward>(&store_); }
+
+ private:
+  HashStore store_;
+};
+
+class TcpEnv : public StoreEnv {
+ public:
+  TcpEnv() {
+    auto server = TcpStoreServer::Start(TcpStoreServerOptions());
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) server_ = std::move(*server);
+  }
+  std::unique_ptr<Store> Client() override {
+    TcpStoreOptions o;
+    o.host = "127.0.0.1";
+    o.port = server_->port();
+    o.timeout = absl::Seconds(30);
+    o.connect_timeout = absl::Seconds(30);
+    auto c = TcpStore::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::unique_ptr<Store>(std::move(*c)) : nullptr;
+  }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;
+};
+
+class EtcdEnv : public StoreEnv {
+ public:
+  EtcdEnv() {
+    auto server = EtcdServer::Start();
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) server_ = std::move(*server);
+  }
+  std::unique_ptr<Store> Client() override {
+    EtcdStoreOptions o;
+    o.endpoint = server_->endpoint();
+    o.prefix = "task-master-test";
+    o.timeout = absl::Seconds(30);
+    auto c = EtcdStore::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::unique_ptr<Store>(std::move(*c)) : nullptr;
+  }
+
+ private:
+  std::unique_ptr<EtcdServer> server_;
+};
+
+struct FakeClock {
+  std::atomic<int64_t> us{1'700'000'000'000'000};
+  std::function<absl::Time()> fn() {
+    return [this] { return absl::FromUnixMicros(us.load()); };
+  }
+  void Advance(absl::Duration d) { us += absl::ToInt64Microseconds(d); }
+};
+
+std::vector<TaskRange> Tasks(int n) {
+  std::vector<int64_t> counts(static_cast<size_t>(n), 10);
+  return *MakeTasks(counts, 10);
+}
+
+class TaskMasterTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "hash") env_ = std::make_unique<HashEnv>();
+    if (GetParam() == "tcp") env_ = std::make_unique<TcpEnv>();
+    if (GetParam() == "etcd") env_ = std::make_unique<EtcdEnv>();
+    options_.clock = clock_.fn();
+    options_.seed = 7;
+    options_.initial_timeout = absl::Seconds(100);
+    options_.min_timeout = absl::Seconds(1);
+  }
+  std::unique_ptr<TaskMaster> Master(Store* store, std::vector<TaskRange> tasks) {
+    auto m = TaskMaster::Create(store, std::move(tasks), options_);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::move(*m) : nullptr;
+  }
+  Task AskTask(TaskMaster& m, int64_t epoch, const std::string& worker) {
+    absl::StatusOr<TaskAnswer> a = m.Ask(epoch, worker);
+    EXPECT_TRUE(a.ok()) << a.status();
+    EXPECT_TRUE(a.ok() && a->kind == TaskAnswer::kTask);
+    return a.ok() ? a->task : Task();
+  }
+
+  std::unique_ptr<StoreEnv> env_;
+  FakeClock clock_;
+  TaskMasterOptions options_;
+};
+
+TEST_P(TaskMasterTest, ConcurrentWorkersTakeEveryTaskOncePerEpoch) {
+  const int kTasks = 24, kWorkers = 3, kEpochs = 3;
+  std::mutex mu;
+  std::map<int64_t, std::vector<int64_t>> order;  // epoch -> task ids in the order handed out
+  std::vector<std::thread> workers;
+  std::atomic<int> errors{0};
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      std::unique_ptr<Store> store = env_->Client();
+      std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(kTasks));
+      if (m == nullptr) return ++errors, void();
+      for (int64_t epoch = 0; epoch < kEpochs;) {
+        absl::StatusOr<TaskAnswer> a = m->Ask(epoch, absl::StrCat("w", w));
+        if (!a.ok()) return ++errors, void();
+        if (a->kind == TaskAnswer::kEpochDone) {
+          ++epoch;
+        } else if (a->kind == TaskAnswer::kWait) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        } else {
+          EXPECT_EQ(a->task.epoch, epoch);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            order[epoch].push_back(a->task.id);
+          }
+          absl::StatusOr<std::vector<bool>> f = m->Finish({a->task});
+          if (!f.ok() || !(*f)[0]) ++errors;
+        }
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  ASSERT_EQ(errors.load(), 0);
+  for (int64_t e = 0; e < kEpochs; ++e) {
+    std::set<int64_t> distinct(order[e].begin(), order[e].end());
+    EXPECT_EQ(order[e].size(), static_cast<size_t>(kTasks)) << "epoch " << e;
+    EXPECT_EQ(distinct.size(), static_cast<size_t>(kTasks)) << "epoch " << e;
+  }
+  EXPECT_NE(order[0], order[1]);  // reshuffled by (seed, epoch)
+}
+
+TEST_P(TaskMasterTest, ShuffleIsAFunctionOfSeedAndEpoch) {
+  std::unique_ptr<Store> store = env_->Client();
+  std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(10));
+  std::vector<int64_t> first;
+  for (int i = 0; i < 10; ++i) first.push_back(AskTask(*m, 0, "w").id);
+  // A second job (new key) with the same seed hands out the same order.
+  options_.key = "other/state";
+  std::unique_ptr<TaskMaster> m2 = Master(store.get(), Tasks(10));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(AskTask(*m2, 0, "w").id, first[i]);
+}
+
+TEST_P(TaskMasterTest, TimeoutHandsTaskOutAgainAndIgnoresTheLateReport) {
+  std::unique_ptr<Store> sa = env_->Client(), sb = env_->Client();
+  std::unique_ptr<TaskMaster> a = Master(sa.get(), Tasks(1));
+  std::unique_ptr<TaskMaster> b = Master(sb.get(), Tasks(1));
+  Task ta = AskTask(*a, 0, "a");
+  absl::StatusOr<TaskAnswer> wait = b->Ask(0, "b");
+  ASSERT_TRUE(wait.ok());
+  EXPECT_EQ(wait->kind, TaskAnswer::kWait);
+  EXPECT_EQ(wait->retry_after, absl::Seconds(100));
+  clock_.Advance(absl::Seconds(101));  // a stalls past the initial timeout
+  Task tb = AskTask(*b, 0, "b");
+  EXPECT_EQ(tb.id, ta.id);
+  EXPECT_GT(tb.generation, ta.generation);
+  EXPECT_EQ(*a->Finish({ta}), std::vector<bool>{false});  // late: ignored
+  EXPECT_EQ(*b->Finish({tb}), std::vector<bool>{true});
+  EXPECT_EQ(*b->Finish({tb}), std::vector<bool>{false});  // idempotent
+  absl::StatusOr<TaskAnswer> end = a->Ask(0, "a");
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->kind, TaskAnswer::kEpochDone);
+  // A report from the finished epoch is ignored too; asking ahead of the job is an error.
+  EXPECT_EQ(*a->Finish({tb}), std::vector<bool>{false});
+  EXPECT_EQ(a->Ask(5, "a").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(TaskMasterTest, TimeoutFollowsObservedTaskTime) {
+  std::unique_ptr<Store> store = env_->Client();
+  std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(4));
+  EXPECT_EQ(m->GetState()->timeout, absl::Seconds(100));
+  Task t = AskTask(*m, 0, "w");
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(m->Finish({t}).ok());
+  EXPECT_EQ(m->GetState()->timeout, absl::Seconds(6));  // 3 x the longest observed
+  Task t2 = AskTask(*m, 0, "w");
+  EXPECT_EQ(t2.deadline, clock_.fn()() + absl::Seconds(6));
+  clock_.Advance(absl::Seconds(7));
+  Task again = AskTask(*m, 0, "w2");  // expired: back to the head of todo
+  EXPECT_EQ(again.id, t2.id);
+}
+
+TEST_P(TaskMasterTest, RepeatedFailuresAreSetAsideAndReported) {
+  options_.max_failures = 2;
+  std::unique_ptr<Store> store = env_->Client();
+  std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(3));
+  Task t = AskTask(*m, 0, "w");
+  EXPECT_TRUE(*m->Fail(t, "bad record"));
+  EXPECT_FALSE(*m->Fail(t, "again"));  // stale after the first
+  Task t2 = AskTask(*m, 0, "w");
+  EXPECT_EQ(t2.id, t.id);
+  clock_.Advance(absl::Seconds(101));  // second failure: a timeout
+  std::set<int64_t> rest;
+  while (true) {
+    absl::StatusOr<TaskAnswer> a = m->Ask(0, "w");
+    ASSERT_TRUE(a.ok());
+    if (a->kind == TaskAnswer::kEpochDone) break;
+    ASSERT_EQ(a->kind, TaskAnswer::kTask);
+    rest.insert(a->task.id);
+    ASSERT_TRUE(m->Finish({a->task}).ok());
+  }
+  EXPECT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest.count(t.id), 0u);
+  absl::StatusOr<TaskMasterState> s = m->GetState();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->epoch, 1);
+  EXPECT_EQ(s->set_aside, std::vector<int64_t>{t.id});
+  ASSERT_EQ(s->set_aside_reasons.size(), 1u);
+  EXPECT_NE(s->set_aside_reasons[0].find("timed_out_on_w"), std::string::npos)
+      << s->set_aside_reasons[0];
+  EXPECT_EQ(s->todo.size(), 2u);  // epoch 1 goes on without it
+
+  // With every task set aside, Ask is an error instead of an endless run of empty epochs.
+  options_.key = "all-fail/state";
+  options_.max_failures = 1;
+  std::unique_ptr<TaskMaster> m2 = Master(store.get(), Tasks(1));
+  EXPECT_TRUE(*m2->Fail(AskTask(*m2, 0, "w"), "no"));
+  absl::StatusOr<TaskAnswer> none = m2->Ask(0, "w");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition) << none.status();
+  EXPECT_NE(none.status().message().find("all 1 tasks are set aside"), absl::string_view::npos);
+}
+
+TEST_P(TaskMasterTest, NewWorkerJoinsTheStateAndOtherTaskListsAreRefused) {
+  std::unique_ptr<Store> s1 = env_->Client();
+  std::unique_ptr<TaskMaster> m1 = Master(s1.get(), Tasks(5));
+  Task t = AskTask(*m1, 0, "dead");
+  m1.reset();  // the worker dies holding t
+  std::unique_ptr<Store> s2 = env_->Client();
+  std::unique_ptr<TaskMaster> m2 = Master(s2.get(), Tasks(5));
+  absl::StatusOr<TaskMasterState> st = m2->GetState();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->pending, std::vector<int64_t>{t.id});
+  EXPECT_EQ(st->todo.size(), 4u);
+  auto other = TaskMaster::Create(s2.get(), Tasks(6), options_);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+  // A finish of several tasks is one transition.
+  Task a = AskTask(*m2, 0, "w"), b = AskTask(*m2, 0, "w");
+  int64_t before = m2->GetState()->version;
+  EXPECT_EQ(*m2->Finish({a, b, t}), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(m2->GetState()->version, before + 1);
+}
+
+// Two clients making the same change from the same state (one worker name, one clock reading)
+// must not both win: CompareSet reports a win only by returning the value written, so without a
+// nonce in the state the loser would read the winner's identical write as its own.
+TEST(TaskMasterRaceTest, IdenticalTransitionsDoNotBothWin) {
+  class Racing : public HashEnv::Forward {
+   public:
+    using Forward::Forward;
+    std::function<void()> before_compare_set;
+    absl::StatusOr<std::string> CompareSet(absl::string_view k, absl::string_view e,
+                                           absl::string_view d) override {
+      if (std::function<void()> f = std::exchange(before_compare_set, nullptr)) f();
+      return Forward::CompareSet(k, e, d);
+    }
+  };
+  HashStore store;
+  Racing a(&store), b(&store);
+  FakeClock clock;
+  TaskMasterOptions options;
+  options.clock = clock.fn();
+  auto ma = TaskMaster::Create(&a, Tasks(4), options);
+  auto mb = TaskMaster::Create(&b, Tasks(4), options);
+  ASSERT_TRUE(ma.ok() && mb.ok());
+  absl::StatusOr<TaskAnswer> from_b;
+  // b reads the same state as a and writes its hand-out just before a's compare-and-set.
+  a.before_compare_set = [&] { from_b = (*mb)->Ask(0, "w"); };
+  absl::StatusOr<TaskAnswer> from_a = (*ma)->Ask(0, "w");
+  ASSERT_TRUE(from_a.ok() && from_b.ok()) << from_a.status() << from_b.status();
+  ASSERT_EQ(from_a->kind, TaskAnswer::kTask);
+  ASSERT_EQ(from_b->kind, TaskAnswer::kTask);
+  EXPECT_NE(from_a->task.id, from_b->task.id);
+  EXPECT_EQ((*ma)->GetState()->pending.size(), 2u);
+}
+
+TEST(TaskMasterArgsTest, BadArguments) {
+  HashStore store;
+  EXPECT_EQ(MakeTasks({10}, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TaskMaster::Create(&store, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<TaskRange> t = *MakeTasks({25, 0, 5}, 10);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[2], (TaskRange{0, 20, 25}));
+  EXPECT_EQ(t[3], (TaskRange{2, 0, 5}));
+  ASSERT_TRUE(store.Set("task_master/state", "garbage").ok());
+  EXPECT_EQ(TaskMaster::Create(&store, t).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, TaskMasterTest, ::testing::Values("hash", "tcp", "etcd"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace data
+}  // namespace paddle

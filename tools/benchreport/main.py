@@ -1,0 +1,322 @@
+"""tools/bench-report: builds the benchmarks, runs them in interleaved rounds against their peers
+and writes DIR/report.md, DIR/report.html, one PNG per figure and DIR/results.json.
+
+    tools/bench-report [--quick] [--out=DIR] [--compare=OLD/results.json] [--fail-on-regression]
+
+Each round runs every implementation once, in turn (ours, then each peer), so the machine's
+weather hits all of them alike; a figure is the median of its rounds with the min-max spread
+(Note [Within noise] in stats.py). --compare prints the % change of every figure against an
+older results.json and marks regressions beyond the noise; --fail-on-regression then exits 1.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+from benchreport import environment, plots, report, runners, stats
+
+# The workspace, or the runfiles tree of a test (abspath, not realpath: the runfiles' own files).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = ["//bench:collectives", "//bench:mpi_allreduce", "//bench:mpich_allreduce",
+           "//examples:fashion_mnist"]
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    try:
+        if text[-1:].upper() in units:
+            return int(text[:-1]) * units[text[-1].upper()]
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad size {text!r} (4096, 4K, 64M)") from None
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="bench-report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="2 ranks, allreduce up to 1 MiB, MLP and CNN at 1-2 workers (< 5 min)")
+    ap.add_argument("--out", default="bench-report-out", help="the report's folder")
+    ap.add_argument("--compare", help="an older results.json to diff against")
+    ap.add_argument("--fail-on-regression", action="store_true",
+                    help="with --compare: exit 1 when a figure regressed beyond its noise")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 3)")
+    ap.add_argument("--max-bytes", type=parse_size, help="largest collective size")
+    ap.add_argument("--samples", type=int, help="training samples per run")
+    ap.add_argument("--models", default="mlp,cnn", help="training models (default mlp,cnn)")
+    ap.add_argument("--workers", help="training worker counts (default 1,2 quick, else 1,2,4)")
+    ap.add_argument("--parts", default="collectives,training",
+                    help="comma-separated: collectives, training (default both)")
+    ap.add_argument("--bin-dir", help="where bench/collectives etc. are built (default: "
+                    "`bazel build --config=opt` them and use its bazel-bin)")
+    ap.add_argument("--mpich", default="mpiexec.mpich", help="MPICH's launcher")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="run nothing: write the report of a recorded results.json into --out")
+    args = ap.parse_args(argv)
+    if args.fail_on_regression and not args.compare:
+        ap.error("--fail-on-regression needs --compare=OLD/results.json")
+    if args.rounds is not None and not 1 <= args.rounds <= 50:
+        ap.error(f"--rounds={args.rounds}: use 1..50")
+    args.models = args.models.split(",")
+    if not set(args.models) <= {"mlp", "cnn"}:
+        ap.error(f"--models={','.join(args.models)}: choose from mlp, cnn")
+    if args.workers is not None:
+        try:
+            args.workers = [int(w) for w in args.workers.split(",")]
+        except ValueError:
+            ap.error(f"--workers={args.workers}: a comma-separated list of counts (1,2,4)")
+        if not all(1 <= w <= 16 for w in args.workers):
+            ap.error(f"--workers={args.workers}: counts are 1..16")
+    args.parts = set(args.parts.split(","))
+    if not args.parts <= {"collectives", "training"}:
+        ap.error(f"--parts: unknown part(s) {sorted(args.parts - {'collectives', 'training'})}")
+    return args
+
+
+def plan(args):
+    """What to run: the sweep's shape and the training configurations."""
+    quick = args.quick
+    p = {
+        "rounds": args.rounds or 3,
+        "nprocs": [2] if quick else [2, 4],
+        "min_bytes": 4 << 10,
+        "max_bytes": args.max_bytes or ((1 << 20) if quick else (64 << 20)),
+        "iters": 10 if quick else 20,
+        "warmup": 3 if quick else 5,
+        "other_ops": [] if quick else ["allgather", "reduce_scatter", "broadcast"],
+        # Training samples per run; the CNN's steps cost ~50x the MLP's, so --quick gives it
+        # fewer to stay under 5 minutes.
+        "samples": args.samples or (2560 if quick else 6400),
+        "cnn_samples": args.samples or (1024 if quick else 6400),
+        "batch": 128,
+        "models": args.models,
+        "workers": args.workers or ([1, 2] if quick else [1, 2, 4]),
+        "no_sync": not quick,  # the sync/no-sync overhead (2 workers): full runs only
+    }
+    p["min_bytes"] = min(p["min_bytes"], p["max_bytes"])
+    return p
+
+
+def bazel_bin():
+    """Builds TARGETS optimized and returns that configuration's bazel-bin (not the bazel-bin
+    symlink, which follows whatever was built last)."""
+    subprocess.run(["bazel", "build", "--config=opt"] + TARGETS, cwd=ROOT, check=True)
+    out = subprocess.run(["bazel", "info", "--config=opt", "bazel-bin"], cwd=ROOT, check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+class Progress:
+    """A tqdm bar on a terminal, one line per step otherwise."""
+
+    def __init__(self, total):
+        self.bar = None
+        if sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="run", file=sys.stderr)
+            except ImportError:
+                pass
+        self.total, self.done = total, 0
+        self.last = time.monotonic()
+
+    def step(self, what):
+        self.done += 1
+        now = time.monotonic()
+        what = f"{what} ({now - self.last:.0f} s)"
+        self.last = now
+        if self.bar:
+            self.bar.set_description(what[:40])
+            self.bar.update(1)
+        else:
+            print(f"bench-report: [{self.done}/{self.total}] {what}", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar:
+            self.bar.close()
+
+
+class Results:
+    """The measurements of a run, keyed as stats.measurement_key."""
+
+    def __init__(self):
+        self.by_key = {}
+
+    def add(self, figure, impl, x, metric, value, raw=None, higher_is_better=True):
+        m = {"figure": figure, "impl": impl, "x": x, "metric": metric,
+             "higher_is_better": higher_is_better, "reps": [], "raw": []}
+        m = self.by_key.setdefault(stats.measurement_key(m), m)
+        m["reps"].append(value)
+        if raw is not None:
+            m["raw"].append(raw)
+
+    def add_rows(self, rows):
+        for row in rows:
+            figure = f"{row['op']} n={row['nproc']}"
+            impl = f"{'ours' if row['backend'] == 'native' else row['backend']}/{row['transport']}"
+            self.add(figure, impl, row["bytes"], "busbw_gbs", row["busbw_gbs"], raw=row)
+
+    def list(self):
+        return list(self.by_key.values())
+
+
+def run_collectives(p, paths, mpich_missing, results, errors, progress):
+    timeout = 600
+    # MPICH's UCX TCP run hung (one rank spinning, one blocked) once in ~10 sweeps here: a hang
+    # costs a bounded few minutes and an error in the report, not the whole run.
+    mpich_timeout = 60 if p["max_bytes"] <= (16 << 20) else 300
+    for rnd in range(p["rounds"]):
+        for nproc in p["nprocs"]:
+            sweep = dict(nproc=nproc, min_bytes=p["min_bytes"], max_bytes=p["max_bytes"],
+                         iters=p["iters"], warmup=p["warmup"], timeout=timeout)
+            steps = [("allreduce: ours (auto) + PyTorch + OpenMPI", lambda: runners.
+                      collectives_round(paths["collectives"], "allreduce", peers=True,
+                                        transport="auto", **sweep)),
+                     ("allreduce: ours (tcp)", lambda: runners.collectives_round(
+                         paths["collectives"], "allreduce", peers=False, transport="tcp",
+                         **sweep))]
+            if not mpich_missing:
+                for tcp in (False, True):
+                    steps.append((f"allreduce: MPICH ({'tcp' if tcp else 'shm'})",
+                                  lambda tcp=tcp: runners.mpich_round(
+                                      p["mpich"], paths["mpich_allreduce"], tcp=tcp,
+                                      **dict(sweep, timeout=mpich_timeout))))
+            for op in p["other_ops"]:
+                steps.append((f"{op}: ours (auto)", lambda op=op: runners.collectives_round(
+                    paths["collectives"], op, peers=False, transport="auto", **sweep)))
+            for what, fn in steps:
+                what = f"round {rnd + 1}, n={nproc}, {what}"
+                try:
+                    results.add_rows(fn())
+                except runners.BenchError as e:
+                    errors.append(f"{what}: {e}")
+                progress.step(what)
+
+
+def training_configs(p):
+    """(figure, model, workers, no_sync) in the order a round runs them."""
+    configs = []
+    for model in p["models"]:
+        for w in p["workers"]:
+            configs.append((f"train {model}", model, w, False))
+        if 2 in p["workers"] and p["no_sync"]:
+            configs.append((f"train {model} no-sync", model, 2, True))
+    return configs
+
+
+def run_training(p, paths, results, errors, progress):
+    for rnd in range(p["rounds"]):
+        for figure, model, workers, no_sync in training_configs(p):
+            for impl in ("ours", "torch"):  # interleaved: the same weather for both
+                what = f"round {rnd + 1}, {figure}, {workers} worker(s), {impl}"
+                try:
+                    samples = p["cnn_samples"] if model == "cnn" else p["samples"]
+                    value = runners.training_run(impl, model, workers, 1, samples,
+                                                 p["batch"], no_sync, paths, timeout=900)
+                    results.add(figure, impl, workers, "samples_per_s", value)
+                except runners.BenchError as e:
+                    errors.append(f"{what}: {e}")
+                progress.step(what)
+
+
+def load_results(path):
+    """A results.json written by this tool; SystemExit naming the file when it is not one."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"bench-report: cannot read {path}: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("measurements"), list):
+        raise SystemExit(f"bench-report: {path} is not a bench-report results.json "
+                         "(no \"measurements\" list)")
+    return doc
+
+
+def write_report(doc, out):
+    os.makedirs(out, exist_ok=True)
+    images = plots.write_all(doc, out)
+    report.write(doc, images, out)
+    return images
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.render:
+        doc = load_results(args.render)
+        images = write_report(doc, args.out)
+        print(f"bench-report: wrote {args.out}/report.md, report.html and {len(images)} PNGs",
+              file=sys.stderr)
+        return compare_with(doc, args, 0)
+    p = plan(args)
+    p["mpich"] = args.mpich
+    started = time.monotonic()
+    bin_dir = args.bin_dir or bazel_bin()
+    paths = {
+        "collectives": os.path.join(bin_dir, "bench/collectives"),
+        "mpich_allreduce": os.path.join(bin_dir, "bench/mpich_allreduce"),
+        "fashion_mnist": os.path.join(bin_dir, "examples/fashion_mnist"),
+        "torch_script": os.path.join(ROOT, "bench/training/torch_fashion_mnist.py"),
+        "launch": os.path.join(ROOT, "tools/launch.py"),
+    }
+    os.makedirs(args.out, exist_ok=True)
+    env = environment.collect(ROOT)
+    missing = {}
+    if "collectives" in args.parts:
+        why = runners.mpich_missing(args.mpich, paths["mpich_allreduce"])
+        if why:
+            missing["MPICH"] = why
+    steps = 0
+    if "collectives" in args.parts:
+        steps += p["rounds"] * len(p["nprocs"]) * (2 + (0 if missing else 2) +
+                                                   len(p["other_ops"]))
+    if "training" in args.parts:
+        steps += p["rounds"] * len(training_configs(p)) * 2
+    progress = Progress(steps)
+    results, errors = Results(), []
+    loads = []
+    if "collectives" in args.parts:
+        run_collectives(p, paths, missing, results, errors, progress)
+        loads.append(list(os.getloadavg()))
+    if "training" in args.parts:
+        run_training(p, paths, results, errors, progress)
+        loads.append(list(os.getloadavg()))
+    progress.close()
+    env["load_during"] = loads
+    doc = {
+        "schema": 1,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "tools/bench-report " + " ".join(argv),
+        "quick": args.quick,
+        "plan": {k: v for k, v in p.items() if k != "mpich"},
+        "environment": env,
+        "threads": {"variables": dict({v: "threads per process" for v in runners.THREAD_VARS},
+                                      GLIBC_TUNABLES=runners.MALLOC_TUNABLES),
+                    "collectives": "1 thread per rank; OpenMPI --bind-to none; PyTorch "
+                                   "torch.set_num_threads(1)",
+                    "training": "1 thread per worker (--threads=1, torch.set_num_threads(1)); "
+                                "every thread variable 1"},
+        "missing_peers": missing,
+        "errors": errors,
+        "measurements": results.list(),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    images = write_report(doc, args.out)
+    print(f"bench-report: wrote {args.out}/report.md, report.html, results.json and "
+          f"{len(images)} PNGs in {doc['seconds']:.0f} s", file=sys.stderr)
+    for e in errors:
+        print(f"bench-report: error: {e}", file=sys.stderr)
+    return compare_with(doc, args, 1 if errors else 0)
+
+
+def compare_with(doc, args, code):
+    """With --compare, prints the diff against the older run; the exit status."""
+    if args.compare:
+        rows = stats.diff_results(load_results(args.compare), doc)
+        print(stats.format_diff(rows))
+        if args.fail_on_regression and any(r["regression"] for r in rows):
+            code = 1
+    return code

@@ -1,0 +1,180 @@
+"""Runs one repetition of each benchmark and turns its output into measurements.
+
+A measurement is one figure of one implementation at one x (a size, a worker count), with the
+values of every repetition (results.json "measurements"):
+  {"figure": "allreduce n=2", "impl": "ours/auto", "x": 4096, "metric": "busbw_gbs",
+   "higher_is_better": true, "reps": [...], "raw": [{...every field of that repetition...}]}
+Benchmarks run with every thread variable set to the process's thread count (Note [Peer
+threads]); a peer that is not installed is recorded once, with why, and left out.
+
+Note [Peer threads]: OpenBLAS (the system BLAS once libopenblas-dev is installed, so PyTorch's and
+NumPy's GEMM), OpenMP and MKL each start as many threads as cores unless told otherwise, whatever
+torch.set_num_threads says; on a small machine those threads oversubscribe the cores and a peer
+runs several times slower than it can. Every process here, ours and the peers', gets
+OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS equal to the threads it computes with,
+and the same fixed glibc malloc thresholds (GLIBC_TUNABLES, MALLOC_TUNABLES below).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# Fixed glibc malloc thresholds for every process (bench/training/torch_fashion_mnist.py says
+# why: PyTorch's CNN otherwise page-faults its buffers in again every step).
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+ROW_RE = re.compile(r"^ROW rank=(\d+) bytes=(\d+) count=(\d+) time_us=([\d.]+) "
+                    r"p50_us=([\d.]+) max_us=([\d.]+) wrong=(\d+)", re.M)
+
+
+class BenchError(RuntimeError):
+    """A benchmark process failed; the message names the command and ends with its output."""
+
+
+def thread_env(threads, base=None):
+    """`base` (default os.environ) with every thread variable set to `threads`, and the malloc
+    thresholds unless `base` sets GLIBC_TUNABLES."""
+    env = dict(os.environ if base is None else base)
+    for var in THREAD_VARS:
+        env[var] = str(threads)
+    env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
+    return env
+
+
+def run(cmd, env, timeout, cwd=None):
+    """stdout of `cmd`; BenchError (with the output's tail) on failure or timeout. The command
+    runs in a session of its own, so a timeout kills what it started too (mpiexec's ranks)."""
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise BenchError(f"{' '.join(cmd)} did not finish in {timeout:g} s (killed)") from None
+    if p.returncode != 0:
+        tail = (stdout + stderr)[-2000:]
+        raise BenchError(f"{' '.join(cmd)} exited with {p.returncode}; its output ends:\n{tail}")
+    return stdout
+
+
+def bus_factor(op, nproc):
+    """busbw / algbw (bench/collectives/report.h)."""
+    if op == "allreduce":
+        return 2 * (nproc - 1) / nproc
+    if op in ("allgather", "reduce_scatter"):
+        return (nproc - 1) / nproc
+    return 1.0
+
+
+def iterations_for(iters, nbytes):
+    """bench/collectives/bench_inputs.h IterationsFor: up to 16x more runs below 64 KiB."""
+    return iters * min(max((64 << 10) // max(nbytes, 1), 1), 16)
+
+
+def rows_from_output(text, op, nproc):
+    """Table rows from "ROW ..." lines of every rank (report.h's CollectRows, in Python): per
+    size the slowest rank's times and the sum of wrong elements. Raises BenchError when a size
+    lacks a rank's line."""
+    by_bytes = {}
+    for m in ROW_RE.finditer(text):
+        rank, nbytes = int(m.group(1)), int(m.group(2))
+        by_bytes.setdefault(nbytes, {})[rank] = m
+    if not by_bytes:
+        raise BenchError("no ROW lines in the output:\n" + text[-1000:])
+    rows = []
+    for nbytes in sorted(by_bytes):
+        ranks = by_bytes[nbytes]
+        if len(ranks) != nproc:
+            raise BenchError(f"size {nbytes}: ROW lines from ranks {sorted(ranks)}, expected "
+                             f"{nproc} ranks")
+        time_us = max(float(m.group(4)) for m in ranks.values())
+        algbw = nbytes / time_us / 1e3
+        rows.append({"op": op, "nproc": nproc, "bytes": nbytes,
+                     "count": int(next(iter(ranks.values())).group(3)), "time_us": time_us,
+                     "p50_us": max(float(m.group(5)) for m in ranks.values()),
+                     "max_us": max(float(m.group(6)) for m in ranks.values()),
+                     "algbw_gbs": algbw, "busbw_gbs": algbw * bus_factor(op, nproc),
+                     "wrong": sum(int(m.group(7)) for m in ranks.values())})
+    return rows
+
+
+def collectives_round(binary, op, nproc, min_bytes, max_bytes, iters, warmup, peers,
+                      transport, timeout):
+    """One sweep of bench/collectives (ours and, with `peers`, PyTorch gloo and OpenMPI over TCP
+    and shared memory, taking turns): rows as its --json writes them. `transport` is
+    PADDLE_TRANSPORT for our workers ("auto" leaves it unset)."""
+    env = thread_env(1)
+    env.pop("PADDLE_TRANSPORT", None)
+    if transport != "auto":
+        env["PADDLE_TRANSPORT"] = transport
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        path = os.path.join(tmp, "rows.json")
+        cmd = [binary, "--backend=native", f"--op={op}", f"--nproc={nproc}",
+               f"--min-bytes={min_bytes}", f"--max-bytes={max_bytes}", f"--iters={iters}",
+               f"--warmup={warmup}", f"--timeout-s={timeout}", f"--json={path}"]
+        if peers:
+            cmd.append("--peers")
+        run(cmd, env, timeout + 30)
+        with open(path) as f:
+            rows = json.load(f)
+    for row in rows:
+        if row["backend"] == "native":
+            row["transport"] = transport
+    return rows
+
+
+def mpich_round(mpiexec, binary, nproc, min_bytes, max_bytes, iters, warmup, tcp, timeout):
+    """One sweep of MPI_Allreduce under MPICH (its ch4:ucx device: UCX's shared memory by
+    default, UCX_TLS=tcp,self for TCP): rows like collectives_round's."""
+    env = thread_env(1)
+    if tcp:
+        env["UCX_TLS"] = "tcp,self"
+        env["UCX_NET_DEVICES"] = "lo"
+    cmd = [mpiexec, "-n", str(nproc), binary, f"--min-bytes={min_bytes}",
+           f"--max-bytes={max_bytes}", f"--iters={iters}", f"--warmup={warmup}"]
+    rows = rows_from_output(run(cmd, env, timeout), "allreduce", nproc)
+    for row in rows:
+        row.update(backend="mpich", algo="default", transport="tcp" if tcp else "default-shm",
+                   dtype="float32")
+    return rows
+
+
+def mpich_missing(mpiexec, binary):
+    """Why the MPICH peer cannot run here, or None when it can."""
+    if shutil.which(mpiexec) is None:
+        return f"not installed ({mpiexec} not found; `apt-get install mpich libmpich-dev`)"
+    if not os.access(binary, os.X_OK):
+        return f"not built ({binary} missing; `bazel build --config=opt //bench:mpich_allreduce`)"
+    return None
+
+
+def last_json(text):
+    """The last JSON object line of a program's output (the launcher prefixes "[rank 0] ")."""
+    for line in reversed(text.splitlines()):
+        line = line.split("] ", 1)[-1] if line.startswith("[rank") else line
+        if line.startswith("{"):
+            return json.loads(line)
+    raise BenchError("no JSON line in the output:\n" + text[-1000:])
+
+
+def training_run(impl, model, workers, threads, samples, batch, no_sync, paths, timeout):
+    """samples/s of one training run: `impl` "ours" (examples/fashion_mnist) or "torch"
+    (bench/training/torch_fashion_mnist.py); `workers` > 1 starts them with tools/launch.py
+    (data parallel: ours over its own communicator, PyTorch's DDP over gloo)."""
+    args = [f"--model={model}", f"--threads={threads}", f"--batch={batch}"]
+    if impl == "ours":
+        cmd = [paths["fashion_mnist"]] + args + ["--epochs=1", f"--train-samples={samples}",
+                                                  "--test-samples=500"]
+    else:
+        cmd = ["/usr/bin/python3", paths["torch_script"]] + args + [f"--samples={samples}"]
+    if no_sync:
+        cmd.append("--no-sync")
+    if workers > 1:
+        cmd = ["/usr/bin/python3", paths["launch"], f"--nproc={workers}"] + cmd
+    env = thread_env(threads)
+    env.pop("WORLD_SIZE", None)
+    return last_json(run(cmd, env, timeout))["samples_per_s"]

@@ -1,0 +1,179 @@
+"""Elastic jobs on one node (--min-nproc): workers that die are restarted and rejoin the running
+job instead of restarting it.
+
+Note [Elastic launcher]
+The workers regroup among themselves (paddle/parallel/elastic.h, Note [Elastic rendezvous]) in
+the job's store, so the store must outlive every worker: the launcher starts it as a process of
+its own (tools/paddle_store_server.cc, authenticated with the job token, on 127.0.0.1) and gives
+every worker its address as MASTER_ADDR/MASTER_PORT, with PADDLE_ELASTIC=1 and the bounds
+PADDLE_ELASTIC_MIN_SIZE/PADDLE_ELASTIC_MAX_SIZE. Then, every --monitor-interval:
+  - a worker that exits 0 is done (it finished training, or left after SIGTERM): its slot stays
+    empty;
+  - a worker that fails (non-zero status or a signal) is started again in its slot, which counts
+    against --max-restarts; the new process joins the running job at its next step (or, when
+    the job has finished meanwhile, sees so in the store and exits 0);
+  - the job fails when a failure finds no restart left and fewer than --min-nproc workers are
+    still running, or when SIGINT/SIGTERM reaches the launcher (forwarded to every worker);
+  - the job succeeds when every slot is empty and at least one worker exited 0.
+"""
+import os
+import signal
+import subprocess
+import functools
+import time
+
+from paddlerun import agent as agent_mod
+from paddlerun import logs, options
+
+STORE_SERVER = "//tools:paddle_store_server"
+
+
+def start_store(script, token, say):
+    """(Popen, port) of a paddle_store_server on 127.0.0.1; raises RuntimeError."""
+    command = options.resolve_program(STORE_SERVER, script) + ["--host=127.0.0.1", "--port=0"]
+    env = dict(os.environ)
+    if token:
+        env[options.TOKEN_ENV] = token
+    else:
+        env.pop(options.TOKEN_ENV, None)
+    p = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         preexec_fn=functools.partial(agent_mod._die_with_parent, os.getpid()))
+    line = p.stdout.readline().decode(errors="replace").split()
+    if len(line) != 2 or line[0] != "port":
+        p.kill()
+        p.wait()
+        raise RuntimeError(f"{command[0]} did not start (it printed {' '.join(line)!r}, exit "
+                           f"status {p.poll()})")
+    say(f"elastic: hosting the workers' store on 127.0.0.1:{line[1]} (pid {p.pid})")
+    return p, int(line[1])
+
+
+class ElasticAgent:
+    def __init__(self, opts, command, cwd, token, script, err):
+        self.opts = opts
+        self.command = command
+        self.cwd = cwd
+        self.token = token
+        self.script = script
+        self.err = err
+        self.signal = None
+        self.slots = [None] * opts.nproc  # Popen or None
+        self.starts = [0] * opts.nproc
+        self.restarts = 0
+        self.successes = 0
+
+    def say(self, message):
+        self.err.write(f"paddlerun: {message}\n")
+        self.err.flush()
+
+    def _on_signal(self, signum, _frame):
+        self.signal = signum
+        for p in self.slots:
+            if p is not None and p.poll() is None:
+                try:
+                    os.killpg(p.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def _spawn(self, slot, port, mux):
+        env = options.worker_env(
+            os.environ, rank=slot, local_rank=slot, world_size=self.opts.nproc,
+            local_world_size=self.opts.nproc, group_rank=0, group_world_size=1,
+            master_addr="127.0.0.1", master_port=port, restart_count=self.starts[slot],
+            max_restarts=self.opts.max_restarts, run_id=self.opts.rdzv_id,
+            nnodes=self.opts.nnodes, token=self.token)
+        env.update(PADDLE_ELASTIC="1", PADDLE_ELASTIC_MIN_SIZE=str(self.opts.min_nproc),
+                   PADDLE_ELASTIC_MAX_SIZE=str(self.opts.nproc))
+        p = subprocess.Popen(self.command, env=env, cwd=self.cwd, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             preexec_fn=functools.partial(agent_mod._die_with_parent,
+                                                          os.getpid()))
+        label = str(slot) if self.starts[slot] == 0 else f"{slot}.{self.starts[slot]}"
+        mux.add(label, slot, p.stdout)
+        self.starts[slot] += 1
+        self.slots[slot] = p
+
+    def _stop_all(self, mux):
+        for p in self.slots:
+            if p is not None and p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + self.opts.grace_s
+        while any(p is not None and p.poll() is None for p in self.slots):
+            mux.pump(0.02)
+            if time.monotonic() >= deadline:
+                for p in self.slots:
+                    if p is not None and p.poll() is None:
+                        try:
+                            os.killpg(p.pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                break
+        for p in self.slots:
+            if p is not None:
+                p.wait()
+        mux.drain(1.0)
+
+    def run(self):
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            store, port = start_store(self.script, self.token, self.say)
+        except (RuntimeError, options.UsageError) as e:
+            self.say(f"error: {e}")
+            return agent_mod.EXIT_RENDEZVOUS
+        mux = logs.LogMux(self.opts.log_dir, 0, self.opts.tee, self.opts.ranks_filter)
+        try:
+            return self._run(port, mux)
+        finally:
+            store.stdin.close()  # the server exits when its stdin closes
+            try:
+                store.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                store.kill()
+                store.wait()
+
+    def _run(self, port, mux):
+        self.say(f"elastic job: {self.opts.nproc} workers (at least {self.opts.min_nproc}), "
+                 f"--max-restarts={self.opts.max_restarts}")
+        for slot in range(self.opts.nproc):
+            self._spawn(slot, port, mux)
+        while True:
+            mux.pump(self.opts.monitor_interval)
+            if self.signal is not None:
+                name = signal.Signals(self.signal).name
+                self.say(f"got {name}; stopping the workers")
+                self._stop_all(mux)
+                return 128 + self.signal
+            for slot, p in enumerate(self.slots):
+                if p is None or p.poll() is None:
+                    continue
+                code = p.returncode
+                self.slots[slot] = None
+                if code == 0:
+                    self.successes += 1
+                    continue
+                what = f"worker {slot} (pid {p.pid}) {agent_mod.describe(code)}"
+                running = sum(q is not None and q.poll() is None for q in self.slots)
+                if self.restarts < self.opts.max_restarts:
+                    self.restarts += 1
+                    self.say(f"{what}; starting it again (restart {self.restarts} of "
+                             f"--max-restarts={self.opts.max_restarts}); it rejoins the job")
+                    self._spawn(slot, port, mux)
+                elif running < self.opts.min_nproc:
+                    self.say(f"job failed: {what}, no restart left and {running} workers "
+                             f"running, fewer than --min-nproc={self.opts.min_nproc}")
+                    self._stop_all(mux)
+                    return agent_mod.exit_status(code)
+                else:
+                    self.say(f"{what}; no restart left, {running} workers go on")
+            if all(p is None for p in self.slots):
+                mux.drain(5.0)
+                if self.successes == 0:
+                    self.say("job failed: no worker finished successfully")
+                    return 1
+                self.say(f"elastic job finished: {self.successes} workers exited 0 "
+                         f"({self.restarts} restarts)")
+                return 0

@@ -1,0 +1,192 @@
+"""Fits the cost model's parameters (cost_model.py) to measured sweeps of bench:collectives.
+
+Every measured row (one host, n ranks, an algorithm, N bytes) is replayed through its schedule
+(schedules.py), which gives the counts the time is linear in: steps, messages, bytes on the
+critical path and bytes reduced on it. Rows are grouped by the link they exercise: "workspace"
+(the node workspace's direct allreduce: algo auto on shared memory), "shm" (ring, tree and hd over
+the shared-memory transport), "tcp" (any algorithm over TCP loopback); each group gets the
+non-negative parameters minimizing the sum of squared relative errors, so a 4 KiB row counts as
+much as a 64 MiB one. Groups are fitted once over every rank count ("tcp") and once per rank
+count ("tcp@4"), because ranks that outnumber the cores change the costs (context switches per
+wait) in ways no per-message term captures.
+"""
+import math
+
+import numpy as np
+
+from . import engine, schedules
+from .cost_model import LinkParams, ParamSet, PARAM_NAMES
+
+_GUESS = LinkParams(20.0, 1.0, 1e-3, 1e-3)  # picks the critical flow; any positive values do
+
+
+def row_link_and_algo(row, cores):
+    """(link name, algorithm run) for a measured row (Note [Transport choice])."""
+    transport, algo, n = row["transport"], row["algo"], row["nproc"]
+    backend = row.get("backend", "native")
+    if backend not in ("native", "sim"):
+        raise ValueError(f"{row.get('source', '?')}: backend \"{backend}\" rows cannot be fitted "
+                         "(only the native engine's algorithms are modelled)")
+    workspace = transport in ("auto", "shm", "ucx")
+    cluster = engine.Cluster(1, n)
+    run = engine.resolve_algo(algo, cluster, row["bytes"], workspace, cores)
+    if run == "shm":
+        return "workspace", run
+    if run not in schedules.FLAT_ALGOS:
+        raise ValueError(f"{row.get('source', '?')}: algo \"{algo}\" is not one of auto, "
+                         f"{', '.join(schedules.FLAT_ALGOS)}")
+    return ("tcp" if transport == "tcp" else "shm"), run
+
+
+def row_features(row, cores):
+    """(link name, algorithm, the 4 features of PARAM_NAMES) for one row."""
+    link, algo = row_link_and_algo(row, cores)
+    cluster = engine.Cluster(1, row["nproc"], _GUESS, _GUESS, _GUESS)
+    if algo == "shm":
+        phases = schedules.shm(row["nproc"], row["bytes"], engine.slot_bytes_for(row["nproc"],
+                                                                                 cores))
+    else:
+        phases = schedules.flat_schedule(algo, row["nproc"], row["bytes"])
+    _, feats = engine.evaluate(cluster, phases, with_features=True)
+    return link, algo, feats.sum(axis=0)
+
+
+def nnls(a, b):
+    """min |a x - b| with x >= 0, by dropping the most negative coefficient until none is
+    (exact for the few, well-separated columns here)."""
+    active = list(range(a.shape[1]))
+    x = np.zeros(a.shape[1])
+    while active:
+        sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if (sol >= 0).all():
+            x[active] = sol
+            return x
+        del active[int(np.argmin(sol))]
+    return x
+
+
+def relative_errors(predicted, measured):
+    return (np.asarray(predicted) - np.asarray(measured)) / np.asarray(measured)
+
+
+def error_summary(errors):
+    e = np.abs(np.asarray(errors))
+    if e.size == 0:
+        return {}
+    return {"rows": int(e.size), "median_error_pct": round(float(np.median(e)) * 100, 2),
+            "geomean_error_pct": round(float(np.exp(np.mean(np.log(np.maximum(e, 1e-4))))) * 100,
+                                       2),
+            "max_error_pct": round(float(e.max()) * 100, 2)}
+
+
+# Note [Robust fit]
+# Sweeps on a shared 2-core machine have sizes where another process ran: a p50 twice its
+# neighbours'. Least squares would bend every parameter towards them; least absolute error
+# (IRLS, weights 1/sqrt(|relative error|), floored at 2%) fits the undisturbed majority and leaves
+# the outliers as outliers, which the validation then reports.
+ROBUST_ITERATIONS = 30
+
+
+def fit_group(features, times, robust=True, gamma=None):
+    """LinkParams and the relative errors; `gamma` (us per byte) fixes the reduction cost
+    instead of fitting it (Note [Fixed gamma])."""
+    f = np.asarray(features, dtype=np.float64)
+    y = np.asarray(times, dtype=np.float64)
+    known = np.zeros_like(y) if gamma is None else gamma * f[:, 3]
+    if gamma is not None:
+        f = f.copy()
+        f[:, 3] = 0.0  # an unused column: fitted as 0, replaced below
+    # Columns scaled to similar magnitudes so the solve is well conditioned; a feature no row
+    # has (messages on the node workspace) gets 0.
+    scale = np.abs(f).max(axis=0)
+    used = scale > 0
+    a = (f[:, used] / scale[used]) / y[:, None]
+    b = 1.0 - known / y  # what the fitted terms must explain, relative to each row
+    x = np.zeros(f.shape[1])
+    w = np.ones_like(y)
+    for _ in range(ROBUST_ITERATIONS if robust else 1):
+        sol = nnls(a * w[:, None], b * w)
+        # Iteratively reweighted least squares towards the least absolute relative error, so
+        # that a size the shared machine disturbed does not drag the fit (Note [Robust fit]).
+        w = 1.0 / np.sqrt(np.maximum(np.abs(a @ sol - b), 0.02))
+    x[used] = sol / scale[used]
+    if gamma is not None:
+        x[3] = gamma
+    params = LinkParams(*[float(v) for v in x])
+    errors = relative_errors(np.asarray(features, dtype=np.float64) @ x, y)
+    return params, errors
+
+
+# Note [Fixed gamma]
+# In every schedule the bytes reduced are a fixed share of the bytes moved (ring and hd N/2 of
+# N, the tree all of it, the workspace (L-1)/(2L-1) of its copies), so beta and gamma are nearly
+# collinear and a free fit trades one for the other. `fit --gamma-gbs` takes the reduction
+# kernel's speed from its own benchmark (bench/collective:reduction_bench) instead, which
+# leaves beta, alpha and the per-message overhead to the sweeps.
+
+
+def fit(rows, cores, per_ranks=True, robust=True, gamma=None):
+    """A ParamSet with one entry per link (and per link@ranks), each with its fit statistics."""
+    groups = {}
+    for row in rows:
+        link, algo, feats = row_features(row, cores)
+        keys = [link] + ([f"{link}@{row['nproc']}"] if per_ranks else [])
+        for key in keys:
+            groups.setdefault(key, []).append((feats, row["time_us"], algo, row))
+    links, extra = {}, {}
+    for key, items in sorted(groups.items()):
+        if "@" in key and len({r["nproc"] for *_, r in groups[key.split("@")[0]]}) == 1:
+            continue  # one rank count only: the pooled fit is the same
+        if len(items) < len(PARAM_NAMES):
+            raise ValueError(f"link {key}: {len(items)} rows, need at least {len(PARAM_NAMES)} "
+                             "to fit 4 parameters (sweep more sizes)")
+        params, errors = fit_group([i[0] for i in items], [i[1] for i in items], robust, gamma)
+        links[key] = params
+        extra[key] = {"fit": error_summary(errors),
+                      "algos": sorted({i[2] for i in items}),
+                      "nproc": sorted({i[3]["nproc"] for i in items}),
+                      "bytes": [min(i[3]["bytes"] for i in items),
+                                max(i[3]["bytes"] for i in items)],
+                      "summary": params.describe()}
+    return ParamSet(links, extra)
+
+
+def predict_row(params, row, cores):
+    """The model's time (us) for a measured row, with the parameters for its rank count."""
+    link, algo, feats = row_features(row, cores)
+    p = params.get(link, row["nproc"])
+    return float(np.dot(feats, p.vector())), link, algo
+
+
+def validate(params, rows, cores):
+    """Per (link, algo, nproc) and overall: the error of the model against each measured row."""
+    table = []
+    for row in rows:
+        t, link, algo = predict_row(params, row, cores)
+        table.append({"link": link, "algo": algo, "nproc": row["nproc"], "bytes": row["bytes"],
+                      "measured_us": row["time_us"], "predicted_us": t,
+                      "error": (t - row["time_us"]) / row["time_us"]})
+    return table
+
+
+def summarize(table, by=("link", "algo", "nproc")):
+    groups = {}
+    for entry in table:
+        groups.setdefault(tuple(entry[k] for k in by), []).append(entry["error"])
+    out = [(key, error_summary(errs)) for key, errs in sorted(groups.items())]
+    out.append((("all",), error_summary([e["error"] for e in table])))
+    return out
+
+
+def format_summary(summary, by=("link", "algo", "nproc")):
+    lines = ["%-28s %5s %10s %11s %8s" % ("/".join(by), "rows", "median %", "geomean %",
+                                         "max %")]
+    for key, s in summary:
+        lines.append("%-28s %5d %10.1f %11.1f %8.1f" % ("/".join(map(str, key)), s["rows"],
+                                                      s["median_error_pct"],
+                                                      s["geomean_error_pct"], s["max_error_pct"]))
+    return "\n".join(lines)
+
+
+def is_finite_params(params):
+    return all(math.isfinite(v) for link in params.links.values() for v in link.vector())

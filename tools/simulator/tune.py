@@ -1,0 +1,44 @@
+"""What the fitted model would choose: the allreduce table's crossovers per group size and the
+reducer's bucket size, beside today's hand-set values (algorithm_selector.cc)."""
+from . import engine
+
+SIZES = [1 << k for k in range(12, 29)]  # 4 KiB .. 256 MiB
+
+
+def current_choice(nbytes, n, shared_cores):
+    return engine.flat_choice(nbytes, n, shared_cores)
+
+
+def model_choice(cluster, nbytes, algos=("tree", "hd", "ring")):
+    times = {a: engine.simulate(cluster, a, nbytes) for a in algos}
+    return min(times, key=times.get), times
+
+
+def table_for(cluster_of_n, sizes=SIZES, ns=(2, 3, 4, 8, 16, 64), shared_cores=False):
+    """Per n: the model's best algorithm per size, today's choice, and the predicted loss of
+    today's choice against the best (percent)."""
+    rows = []
+    for n in ns:
+        cluster = cluster_of_n(n)
+        for nbytes in sizes:
+            best, times = model_choice(cluster, nbytes)
+            today = current_choice(nbytes, n, shared_cores)
+            rows.append({"nproc": n, "bytes": nbytes, "model": best, "today": today,
+                         "loss_pct": 100.0 * (times[today] / times[best] - 1.0),
+                         "times_us": times})
+    return rows
+
+
+def thresholds(rows):
+    """Per n: the largest size the model gives the tree, and the largest it gives hd."""
+    out = {}
+    for n in sorted({r["nproc"] for r in rows}):
+        mine = [r for r in rows if r["nproc"] == n]
+        tree = [r["bytes"] for r in mine if r["model"] == "tree"]
+        hd = [r["bytes"] for r in mine if r["model"] == "hd"]
+        out[n] = {"tree_max_bytes": max(tree) if tree else 0,
+                  "hd_max_bytes": max(hd) if hd else 0,
+                  "today_tree_max_bytes": engine.tree_max_bytes(n),
+                  "mismatches": sum(r["model"] != r["today"] for r in mine),
+                  "worst_loss_pct": max(r["loss_pct"] for r in mine)}
+    return out
