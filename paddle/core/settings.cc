@@ -26,7 +26,7 @@ const Setting kSettings[] = {
     {.name = "PADDLE_ALGO",
      .type = T::kChoice,
      .reader = R::kLibrary,
-     .default_text = "unset: a size table picks per call",
+     .default_text = "a size table picks per call",
      .meaning =
          "forces one algorithm for the native backend's allreduce and other flat collectives",
      .see = "docs/algorithms.md",
@@ -269,7 +269,7 @@ const Setting kSettings[] = {
     {.name = "PADDLE_TIMELINE",
      .type = T::kString,
      .reader = R::kLibrary,
-     .default_text = "unset: no timeline",
+     .default_text = "no timeline",
      .meaning = "a file rank 0 writes a Chrome trace of every rank's training steps to",
      .see = "paddle/parallel/timeline.h",
      .details = "chrome://tracing or Perfetto; spans: data, forward, backward, optimizer and each "

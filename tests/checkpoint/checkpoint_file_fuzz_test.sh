@@ -12,7 +12,7 @@ mkdir -p "${GEN}"
 
 fuzz_build tests/checkpoint/checkpoint_file_fuzzer.cc paddle/checkpoint/checkpoint_file.cc \
   paddle/core/allocator.cc paddle/core/cpu_features.cc paddle/core/device.cc \
-  paddle/core/dtype.cc paddle/core/env.cc paddle/core/half.cc paddle/core/logging.cc \
+  paddle/core/dtype.cc paddle/core/env.cc paddle/core/settings.cc paddle/core/half.cc paddle/core/logging.cc \
   paddle/core/status.cc paddle/core/storage.cc paddle/core/tensor.cc \
   -- -I"${GEN}" "${GEN}/paddle/checkpoint/proto/checkpoint.pb.cc" -lprotobuf -lz
 

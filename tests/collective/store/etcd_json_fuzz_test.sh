@@ -15,6 +15,6 @@ seed deep    '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[
 seed cut     '{"kvs":[{"key":"a2V5","value":"dm'
 
 fuzz_build tests/collective/store/etcd_json_fuzzer.cc paddle/collective/store/etcd_store.cc \
-  paddle/collective/store/store.cc paddle/core/deadline.cc paddle/core/env.cc \
+  paddle/collective/store/store.cc paddle/core/deadline.cc paddle/core/env.cc paddle/core/settings.cc \
   paddle/core/logging.cc paddle/core/status.cc -- -lcurl
 FUZZ_MAX_LEN=4096 fuzz_run "etcd JSON fuzzer"

@@ -13,7 +13,7 @@ seed huge_len   '\x20S\xff\xff\xff\xff\xff\xff\xff\xffk'
 
 fuzz_build tests/collective/store/file_store_log_fuzzer.cc \
   paddle/collective/store/file_store.cc paddle/collective/store/hash_store.cc \
-  paddle/collective/store/store.cc paddle/core/deadline.cc paddle/core/env.cc \
+  paddle/collective/store/store.cc paddle/core/deadline.cc paddle/core/env.cc paddle/core/settings.cc \
   paddle/core/logging.cc paddle/core/status.cc \
   -- -labsl_raw_hash_set -labsl_hash -labsl_city -labsl_low_level_hash
 fuzz_run "FileStore log fuzzer"

@@ -18,5 +18,5 @@ seed head       '\x01\x02\x01\x08\x00\x00\x08\x00\x00\x00\x00\x00\x02\x00\x00\x0
 fuzz_build tests/collective/transport/shm_ring_fuzzer.cc \
   paddle/collective/transport/shm/shm_channel.cc paddle/collective/transport/shm/shm_ring.cc \
   paddle/collective/transport/shm/cma.cc paddle/collective/transport/spare_buffers.cc \
-  paddle/core/status.cc paddle/core/env.cc
+  paddle/core/status.cc paddle/core/env.cc paddle/core/settings.cc
 fuzz_run "shm ring fuzzer"
