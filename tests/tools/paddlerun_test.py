@@ -563,6 +563,30 @@ class DefaultJobTest(unittest.TestCase):
                              r"job failed: rank 1 \(pid \d+\) is stopped \(SIGSTOP\?\) and rank 0 "
                              r"\(local rank 0 on node 0, pid \d+\) exited with status 1")
 
+    def test_an_elastic_worker_stopped_past_the_exit_timeout_is_killed_and_restarted(self):
+        """An elastic job drops a stopped worker and goes on; the launcher must not wait for it
+        forever: after --exit-timeout it is killed and, a restart left, started again."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, signal\n"
+                        "if os.environ['RANK'] == '1' and "
+                        "os.environ['PADDLE_RESTART_COUNT'] == '0':\n"
+                        "    os.kill(os.getpid(), signal.SIGSTOP)\n")
+            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
+                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
+            start = time.monotonic()
+            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
+                                "--min-nproc=1", "--max-restarts=1", "--exit-timeout=1",
+                                "--grace-s=1", script],
+                               capture_output=True, text=True, timeout=60)
+            out = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 0, out)
+            self.assertLess(time.monotonic() - start, 30)
+            self.assertRegex(out, r"worker 1 \(pid \d+\) has been stopped \(SIGSTOP\?\) for "
+                                  r"\d+ s \(--exit-timeout=1\); killing it")
+            self.assertIn("starting it again (restart 1 of --max-restarts=1)", out)
+
 
 class RendezvousTest(unittest.TestCase):
     def setUp(self):

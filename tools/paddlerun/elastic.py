@@ -14,6 +14,9 @@ PADDLE_ELASTIC_MIN_SIZE/PADDLE_ELASTIC_MAX_SIZE. Then, every --monitor-interval:
     the job has finished meanwhile, sees so in the store and exits 0);
   - the job fails when a failure finds no restart left and fewer than --min-nproc workers are
     still running, or when SIGINT/SIGTERM reaches the launcher (forwarded to every worker);
+  - a worker stopped (SIGSTOP, a debugger) for --exit-timeout seconds is killed: the others
+    have dropped it by then, and it would hold the job open forever; it then fails like any
+    other worker (started again, or counted against --min-nproc);
   - the job succeeds when every slot is empty and at least one worker exited 0.
 """
 import os
@@ -61,6 +64,7 @@ class ElasticAgent:
         self.starts = [0] * opts.nproc
         self.restarts = 0
         self.successes = 0
+        self.stopped_since = [None] * opts.nproc  # monotonic time a worker was first seen stopped
 
     def say(self, message):
         self.err.write(f"paddlerun: {message}\n")
@@ -92,6 +96,28 @@ class ElasticAgent:
         mux.add(label, slot, p.stdout)
         self.starts[slot] += 1
         self.slots[slot] = p
+        self.stopped_since[slot] = None
+
+    def _kill_long_stopped(self):
+        """SIGKILLs a worker stopped for --exit-timeout (Note [Elastic launcher])."""
+        now = time.monotonic()
+        for slot, p in enumerate(self.slots):
+            if p is None or p.poll() is not None:
+                continue
+            if agent_mod._process_state(p.pid) not in ("T", "t"):
+                self.stopped_since[slot] = None
+                continue
+            if self.stopped_since[slot] is None:
+                self.stopped_since[slot] = now
+            elif now - self.stopped_since[slot] >= self.opts.exit_timeout:
+                self.say(f"worker {slot} (pid {p.pid}) has been stopped (SIGSTOP?) for "
+                         f"{now - self.stopped_since[slot]:.0f} s (--exit-timeout="
+                         f"{self.opts.exit_timeout:g}); killing it")
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
 
     def _stop_all(self, mux):
         for p in self.slots:
@@ -147,6 +173,7 @@ class ElasticAgent:
                 self.say(f"got {name}; stopping the workers")
                 self._stop_all(mux)
                 return 128 + self.signal
+            self._kill_long_stopped()
             for slot, p in enumerate(self.slots):
                 if p is None or p.poll() is None:
                     continue
