@@ -12,12 +12,12 @@
 // sizes run up to 16x more (IterationsFor in bench_inputs.h), so a single stall does not decide a
 // microsecond-scale mean.
 //
-// --peers (allreduce only) runs the same sweep, the same sizes, iterations and blocking calls,
-// through PyTorch's gloo backend (bench/peers/torch_allreduce.py, N python3 processes, env://)
-// and OpenMPI's MPI_Allreduce (bench/peers/mpi_allreduce.cc under mpirun), once over TCP
-// (pml ob1, btl tcp,self) and once with OpenMPI's defaults (shared memory on one host), then
-// prints our busbw over each peer's per size. The load average is printed with every table:
-// this is a shared machine, and the figures mean little without it.
+// --peers runs the same sweep, the same sizes, iterations and blocking calls, through PyTorch's
+// gloo backend (bench/peers/torch_collectives.py, N python3 processes, env://; it has no
+// reduce_scatter, so that op has no PyTorch column) and OpenMPI (bench/peers/mpi_collectives.cc
+// under mpirun.openmpi), once over TCP (pml ob1, btl tcp,self) and once with OpenMPI's defaults
+// (shared memory on one host), then prints our busbw over each peer's per size. The load average is
+// printed with every table: this is a shared machine, and the figures mean little without it.
 //
 // --rounds=R runs every implementation's sweep R times, taking turns (ours, PyTorch, OpenMPI over
 // TCP, OpenMPI's default, then ours again...), and compares per size the median of the rounds'
@@ -59,7 +59,8 @@ struct Flags {
 };
 
 constexpr char kUsage[] =
-    "usage: collectives --backend=native|gloo --op=allreduce|allgather|reduce_scatter|broadcast "
+    "usage: collectives --backend=native|gloo "
+    "--op=allreduce|allgather|reduce_scatter|broadcast|alltoall "
     "--nproc=N --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] "
     "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800] [--rounds=1]\n";
 
@@ -141,10 +142,6 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     std::fprintf(stderr, "--min-bytes is larger than --max-bytes\n%s", kUsage);
     return false;
   }
-  if (flags->peers && s.op != BenchOp::kAllreduce) {
-    std::fprintf(stderr, "--peers compares allreduce only\n");
-    return false;
-  }
   return true;
 }
 
@@ -163,7 +160,7 @@ std::string Title(const Row& like, const SweepConfig& s, const std::string& load
                       LoadAverage(), " after");
 }
 
-// A file of the benchmark's runfiles (bench/mpi_allreduce, bench/peers/torch_allreduce.py).
+// A file of the benchmark's runfiles (bench/mpi_collectives, bench/peers/torch_collectives.py).
 std::string Runfile(const std::string& path) {
   std::vector<std::string> candidates;
   if (const char* dir = std::getenv("RUNFILES_DIR")) {
@@ -257,46 +254,55 @@ std::vector<Row> RunOurs(const Flags& flags) {
 
 std::vector<Row> RunTorch(const Flags& flags) {
   const SweepConfig& s = flags.sweep;
+  if (s.op == BenchOp::kReduceScatter) {
+    std::fprintf(stderr, "torch: PyTorch 1.13's gloo backend has no reduce_scatter; no column\n");
+    return {};
+  }
   const int port = FreeLoopbackPort();
   std::vector<ProcessSpec> specs(s.nproc);
   for (int r = 0; r < s.nproc; ++r) {
-    specs[r].argv = {"/usr/bin/python3", Runfile("bench/peers/torch_allreduce.py")};
+    specs[r].argv = {"/usr/bin/python3", Runfile("bench/peers/torch_collectives.py"),
+                     absl::StrCat("--op=", BenchOpName(s.op))};
     for (std::string& arg : SweepArgs(s)) specs[r].argv.push_back(arg);
     specs[r].env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", absl::StrCat(port)},
                     {"RANK", absl::StrCat(r)},    {"WORLD_SIZE", absl::StrCat(s.nproc)},
                     {"GLOO_SOCKET_IFNAME", "lo"}, {"OMP_NUM_THREADS", "1"}};
   }
   Row like;
-  like.op = "allreduce";
+  like.op = std::string(BenchOpName(s.op));
   like.backend = "torch";
-  like.algo = "gloo-ring";
+  like.algo = "gloo-default";
   like.transport = "tcp";
   like.nproc = s.nproc;
   like.dtype = std::string(DTypeName(s.dtype));
-  return RunAndCollect(specs, BenchOp::kAllreduce, like, flags);
+  return RunAndCollect(specs, s.op, like, flags);
 }
 
 std::vector<Row> RunMpi(const Flags& flags, bool tcp) {
   const SweepConfig& s = flags.sweep;
   ProcessSpec spec;
-  spec.argv = {"mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-               "-np",    absl::StrCat(s.nproc)};
+  // mpirun.openmpi, not mpirun: with MPICH installed too, `mpirun` is whichever the
+  // alternatives system ranks first, and MPICH's does not know OpenMPI's flags.
+  spec.argv = {
+      "mpirun.openmpi",     "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
+      absl::StrCat(s.nproc)};
   if (tcp) {
     for (const char* arg :
          {"--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"}) {
       spec.argv.push_back(arg);
     }
   }
-  spec.argv.push_back(Runfile("bench/mpi_allreduce"));
+  spec.argv.push_back(Runfile("bench/mpi_collectives"));
+  spec.argv.push_back(absl::StrCat("--op=", BenchOpName(s.op)));
   for (std::string& arg : SweepArgs(s)) spec.argv.push_back(arg);
   Row like;
-  like.op = "allreduce";
+  like.op = std::string(BenchOpName(s.op));
   like.backend = "openmpi";
   like.algo = "default";
   like.transport = tcp ? "tcp" : "default-shm";
   like.nproc = s.nproc;
   like.dtype = std::string(DTypeName(s.dtype));
-  return RunAndCollect({spec}, BenchOp::kAllreduce, like, flags);
+  return RunAndCollect({spec}, s.op, like, flags);
 }
 
 int Main(int argc, char** argv) {

@@ -2,6 +2,8 @@
 #include "bench/collectives/bench_inputs.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -80,13 +82,19 @@ absl::string_view BenchOpName(BenchOp op) {
       return "reduce_scatter";
     case BenchOp::kBroadcast:
       return "broadcast";
+    case BenchOp::kAlltoall:
+      return "alltoall";
   }
   return "invalid";
 }
 
+bool SplitsByRank(BenchOp op) {
+  return op == BenchOp::kAllgather || op == BenchOp::kReduceScatter || op == BenchOp::kAlltoall;
+}
+
 bool ParseBenchOp(absl::string_view name, BenchOp* op) {
-  for (BenchOp candidate :
-       {BenchOp::kAllreduce, BenchOp::kAllgather, BenchOp::kReduceScatter, BenchOp::kBroadcast}) {
+  for (BenchOp candidate : {BenchOp::kAllreduce, BenchOp::kAllgather, BenchOp::kReduceScatter,
+                            BenchOp::kBroadcast, BenchOp::kAlltoall}) {
     if (name == BenchOpName(candidate)) {
       *op = candidate;
       return true;
@@ -132,6 +140,18 @@ int64_t CountWrong(BenchOp op, DType dtype, uint64_t seed, int rank, int world_s
     }
     return wrong;
   }
+  if (op == BenchOp::kAlltoall) {
+    // Block j of the output is block `rank` of rank j's input.
+    const int64_t block = count / world_size;
+    for (int j = 0; j < world_size; ++j) {
+      for (int64_t done = 0; done < block; done += kChunk) {
+        const int64_t n = std::min(kChunk, block - done);
+        FillInput(dtype, seed, j, rank * block + done, n, want.data());
+        wrong += Differences(got + (j * block + done) * size, want.data(), n, size);
+      }
+    }
+    return wrong;
+  }
   if (op == BenchOp::kBroadcast) {
     for (int64_t done = 0; done < count; done += kChunk) {
       const int64_t n = std::min(kChunk, count - done);
@@ -154,6 +174,29 @@ int64_t CountWrong(BenchOp op, DType dtype, uint64_t seed, int rank, int world_s
     wrong += Differences(got + done * size, want.data(), n, size);
   }
   return wrong;
+}
+
+LatencyStats Latencies(const std::vector<double>& sorted_us) {
+  LatencyStats s;
+  if (sorted_us.empty()) return s;
+  const size_t n = sorted_us.size();
+  s.min_us = sorted_us.front();
+  s.p50_us = sorted_us[n / 2];
+  // Nearest rank: the smallest value with at least 99% of the operations at or below it.
+  const size_t rank99 = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(n)));
+  s.p99_us = sorted_us[std::clamp<size_t>(rank99, 1, n) - 1];
+  s.max_us = sorted_us.back();
+  return s;
+}
+
+void PrintRowLine(int rank, int64_t bytes, int64_t count, double mean_us,
+                  const LatencyStats& latency, int64_t wrong) {
+  std::printf(
+      "ROW rank=%d bytes=%lld count=%lld time_us=%.3f p50_us=%.3f max_us=%.3f min_us=%.3f "
+      "p99_us=%.3f wrong=%lld\n",
+      rank, static_cast<long long>(bytes), static_cast<long long>(count), mean_us, latency.p50_us,
+      latency.max_us, latency.min_us, latency.p99_us, static_cast<long long>(wrong));
+  std::fflush(stdout);
 }
 
 }  // namespace bench

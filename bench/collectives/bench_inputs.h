@@ -10,6 +10,7 @@
 #define BENCH_COLLECTIVES_BENCH_INPUTS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "paddle/core/dtype.h"
@@ -19,8 +20,13 @@ namespace bench {
 
 // The collectives the benchmark knows, with nccl-tests' meaning of "count": the elements of the
 // tensor an allreduce or broadcast works on, of the gathered output (allgather), or of the
-// scattered input (reduce_scatter). The last two need a count divisible by the world size.
-enum class BenchOp { kAllreduce, kAllgather, kReduceScatter, kBroadcast };
+// scattered input (reduce_scatter), or of what each rank sends and receives in all (alltoall:
+// block j of rank r's input goes to rank j, as nccl-tests counts it). The last three need a count
+// divisible by the world size.
+enum class BenchOp { kAllreduce, kAllgather, kReduceScatter, kBroadcast, kAlltoall };
+
+// Whether `op` splits its count into one block per rank (so the count must divide evenly).
+bool SplitsByRank(BenchOp op);
 
 absl::string_view BenchOpName(BenchOp op);  // "allreduce", ...
 bool ParseBenchOp(absl::string_view name, BenchOp* op);
@@ -38,6 +44,23 @@ void FillInput(DType dtype, uint64_t seed, int rank, int64_t begin, int64_t coun
 // a broadcast is rank 0), with what it must hold; returns the number of wrong elements.
 int64_t CountWrong(BenchOp op, DType dtype, uint64_t seed, int rank, int world_size, int64_t count,
                    const void* out);
+
+// OSU-style figures of one size's timed operations (microseconds each).
+struct LatencyStats {
+  double min_us = 0;
+  double p50_us = 0;
+  double p99_us = 0;  // nearest rank: with 20 operations, the slowest but none
+  double max_us = 0;
+};
+
+// The figures of `sorted_us` (ascending; empty gives zeros).
+LatencyStats Latencies(const std::vector<double>& sorted_us);
+
+// Prints and flushes the result line every implementation prints, per size and rank:
+//   "ROW rank=R bytes=B count=C time_us=T p50_us=P max_us=M min_us=N p99_us=Q wrong=W"
+// (T the mean per operation; bench/collectives/report.h reads it).
+void PrintRowLine(int rank, int64_t bytes, int64_t count, double mean_us,
+                  const LatencyStats& latency, int64_t wrong);
 
 }  // namespace bench
 }  // namespace paddle

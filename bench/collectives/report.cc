@@ -39,6 +39,7 @@ double BusBandwidthFactor(BenchOp op, int nproc) {
       return 2 * (n - 1) / n;
     case BenchOp::kAllgather:
     case BenchOp::kReduceScatter:
+    case BenchOp::kAlltoall:
       return (n - 1) / n;
     case BenchOp::kBroadcast:
       return 1;
@@ -59,6 +60,8 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
     double max_time_us = 0;
     double max_p50_us = 0;
     double max_max_us = 0;
+    double max_min_us = 0;
+    double max_p99_us = 0;
     int64_t wrong = 0;
     std::set<int> ranks;
   };
@@ -66,10 +69,10 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
   for (const std::string& output : outputs) {
     for (absl::string_view line : absl::StrSplit(output, '\n')) {
       if (!absl::ConsumePrefix(&line, "ROW ")) continue;
-      std::string rank, bytes, count, time_us, wrong, p50_us, max_us;
+      std::string rank, bytes, count, time_us, wrong, p50_us, max_us, min_us, p99_us;
       int r = 0;
       int64_t b = 0, c = 0, w = 0;
-      double t = 0, p50 = 0, slowest = 0;
+      double t = 0, p50 = 0, slowest = 0, fastest = 0, p99 = 0;
       if (!Field(line, "rank", &rank) || !Field(line, "bytes", &bytes) ||
           !Field(line, "count", &count) || !Field(line, "time_us", &time_us) ||
           !Field(line, "wrong", &wrong) || !absl::SimpleAtoi(rank, &r) ||
@@ -79,7 +82,9 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
       }
       // The per-operation figures are optional (older peers print only the mean).
       if ((Field(line, "p50_us", &p50_us) && !absl::SimpleAtod(p50_us, &p50)) ||
-          (Field(line, "max_us", &max_us) && !absl::SimpleAtod(max_us, &slowest))) {
+          (Field(line, "max_us", &max_us) && !absl::SimpleAtod(max_us, &slowest)) ||
+          (Field(line, "min_us", &min_us) && !absl::SimpleAtod(min_us, &fastest)) ||
+          (Field(line, "p99_us", &p99_us) && !absl::SimpleAtod(p99_us, &p99))) {
         return absl::InvalidArgumentError(absl::StrCat("malformed result line: ", line));
       }
       Size& size = sizes[b];
@@ -87,6 +92,8 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
       size.max_time_us = std::max(size.max_time_us, t);
       size.max_p50_us = std::max(size.max_p50_us, p50);
       size.max_max_us = std::max(size.max_max_us, slowest);
+      size.max_min_us = std::max(size.max_min_us, fastest);
+      size.max_p99_us = std::max(size.max_p99_us, p99);
       size.wrong += w;
       size.ranks.insert(r);
     }
@@ -103,6 +110,8 @@ absl::StatusOr<std::vector<Row>> CollectRows(const std::vector<std::string>& out
     row.time_us = size.max_time_us;
     row.p50_us = size.max_p50_us;
     row.max_us = size.max_max_us;
+    row.min_us = size.max_min_us;
+    row.p99_us = size.max_p99_us;
     row.wrong = size.wrong;
     SetBandwidth(op, &row);
     rows.push_back(row);
@@ -129,7 +138,7 @@ std::vector<Row> MedianOfRounds(const std::vector<std::vector<Row>>& rounds, Ben
   std::vector<Row> combined;
   if (usable.empty()) return combined;
   for (const Row& first : *usable[0]) {
-    std::vector<double> times, p50s;
+    std::vector<double> times, p50s, p99s;
     Row row = first;
     row.max_us = 0;
     row.wrong = 0;
@@ -139,12 +148,15 @@ std::vector<Row> MedianOfRounds(const std::vector<std::vector<Row>>& rounds, Ben
       if (it == round->end()) break;
       times.push_back(it->time_us);
       p50s.push_back(it->p50_us);
+      p99s.push_back(it->p99_us);
       row.max_us = std::max(row.max_us, it->max_us);
+      row.min_us = std::min(row.min_us, it->min_us);
       row.wrong += it->wrong;
     }
     if (times.size() != usable.size()) continue;  // a size some round lacks
     row.time_us = Median(times);
     row.p50_us = Median(p50s);
+    row.p99_us = Median(p99s);
     SetBandwidth(op, &row);
     combined.push_back(row);
   }
@@ -153,13 +165,14 @@ std::vector<Row> MedianOfRounds(const std::vector<std::vector<Row>>& rounds, Ben
 
 void PrintTable(std::FILE* out, const std::string& title, const std::vector<Row>& rows) {
   std::fprintf(out, "# %s\n", title.c_str());
-  std::fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s %10s %10s\n", "size(B)", "count", "type",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "p50(us)", "max(us)");
+  std::fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s %10s %10s %10s %10s\n", "size(B)", "count",
+               "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "min(us)", "p50(us)",
+               "p99(us)", "max(us)");
   for (const Row& row : rows) {
-    std::fprintf(out, " %12lld %12lld %9s %11.1f %11.3f %11.3f %8lld %10.1f %10.1f\n",
+    std::fprintf(out, " %12lld %12lld %9s %11.1f %11.3f %11.3f %8lld %10.1f %10.1f %10.1f %10.1f\n",
                  static_cast<long long>(row.bytes), static_cast<long long>(row.count),
                  row.dtype.c_str(), row.time_us, row.algbw_gbs, row.busbw_gbs,
-                 static_cast<long long>(row.wrong), row.p50_us, row.max_us);
+                 static_cast<long long>(row.wrong), row.min_us, row.p50_us, row.p99_us, row.max_us);
   }
   std::fflush(out);
 }
@@ -205,11 +218,11 @@ absl::Status WriteJson(const std::string& path, const std::vector<Row>& rows) {
     std::fprintf(f,
                  "  {\"op\": \"%s\", \"backend\": \"%s\", \"algo\": \"%s\", \"transport\": \"%s\", "
                  "\"nproc\": %d, \"bytes\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, "
-                 "\"p50_us\": %.3f, \"max_us\": %.3f, "
+                 "\"min_us\": %.3f, \"p50_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f, "
                  "\"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": %lld}%s\n",
                  r.op.c_str(), r.backend.c_str(), r.algo.c_str(), r.transport.c_str(), r.nproc,
-                 static_cast<long long>(r.bytes), r.dtype.c_str(), r.time_us, r.p50_us, r.max_us,
-                 r.algbw_gbs, r.busbw_gbs, static_cast<long long>(r.wrong),
+                 static_cast<long long>(r.bytes), r.dtype.c_str(), r.time_us, r.min_us, r.p50_us,
+                 r.p99_us, r.max_us, r.algbw_gbs, r.busbw_gbs, static_cast<long long>(r.wrong),
                  i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "]\n");

@@ -27,7 +27,7 @@ struct Buffers {
 
 absl::StatusOr<Buffers> MakeBuffers(const SweepConfig& config, int64_t count) {
   const bool in_place = config.op == BenchOp::kAllreduce || config.op == BenchOp::kBroadcast;
-  const int64_t block = count / config.nproc;
+  const int64_t block = count / config.nproc;  // allgather, reduce_scatter
   Buffers b;
   ASSIGN_OR_RETURN(b.input,
                    Tensor::Empty({config.op == BenchOp::kAllgather ? block : count}, config.dtype));
@@ -50,6 +50,8 @@ absl::Status RunOnce(const SweepConfig& config, Communicator& comm, const Buffer
       return comm.Allgather(b.input, b.output)->Wait();
     case BenchOp::kReduceScatter:
       return comm.ReduceScatter(b.input, b.output, ReduceOp::kSum)->Wait();
+    case BenchOp::kAlltoall:
+      return comm.Alltoall(b.input, b.output)->Wait();
   }
   return absl::InvalidArgumentError("unknown op");
 }
@@ -78,16 +80,12 @@ absl::Status RunSize(const SweepConfig& config, int rank, Communicator& comm, in
   }
   const double seconds = std::chrono::duration<double>(last - start).count();
   std::sort(iteration_us.begin(), iteration_us.end());
-  const double p50_us = iteration_us.empty() ? 0 : iteration_us[iteration_us.size() / 2];
-  const double max_us = iteration_us.empty() ? 0 : iteration_us.back();
+  const LatencyStats latency = Latencies(iteration_us);
   fill();
   RETURN_IF_ERROR(RunOnce(config, comm, b));
   const int64_t wrong =
       CountWrong(config.op, config.dtype, config.seed, rank, config.nproc, count, b.output.data());
-  std::printf("ROW rank=%d bytes=%lld count=%lld time_us=%.3f p50_us=%.3f max_us=%.3f wrong=%lld\n",
-              rank, static_cast<long long>(bytes), static_cast<long long>(count),
-              seconds * 1e6 / std::max(iters, 1), p50_us, max_us, static_cast<long long>(wrong));
-  std::fflush(stdout);
+  PrintRowLine(rank, bytes, count, seconds * 1e6 / std::max(iters, 1), latency, wrong);
   return absl::OkStatus();
 }
 
@@ -96,7 +94,7 @@ absl::Status RunSize(const SweepConfig& config, int rank, Communicator& comm, in
 std::vector<int64_t> SweepCounts(const SweepConfig& config) {
   std::vector<int64_t> counts;
   const int64_t size = static_cast<int64_t>(DTypeSize(config.dtype));
-  const bool split = config.op == BenchOp::kAllgather || config.op == BenchOp::kReduceScatter;
+  const bool split = SplitsByRank(config.op);
   for (int64_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 2) {
     int64_t count = bytes / size;
     if (split) count -= count % config.nproc;

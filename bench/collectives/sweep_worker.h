@@ -7,7 +7,8 @@
 //   3. `iters` operations, each waited for before the next (as PyTorch's and MPI's blocking
 //      calls are, so the three are measured alike); time = the mean per operation;
 //   4. fill the input again, run once more and check every element of the output;
-//   5. print "ROW rank=R bytes=B count=C time_us=T wrong=W" (report.h).
+//   5. print "ROW rank=R bytes=B count=C time_us=T ..." with the median, p99, fastest and slowest
+//      single operation (PrintRowLine in bench_inputs.h; report.h reads it).
 #ifndef BENCH_COLLECTIVES_SWEEP_WORKER_H_
 #define BENCH_COLLECTIVES_SWEEP_WORKER_H_
 
@@ -37,8 +38,8 @@ struct SweepConfig {
 };
 
 // The element counts of the sweep: `bytes` from min_bytes to max_bytes by powers of two, as
-// elements of `dtype`; allgather and reduce_scatter round down to a multiple of nproc. Sizes that
-// come to no element are skipped.
+// elements of `dtype`; allgather, reduce_scatter and alltoall round down to a multiple of nproc.
+// Sizes that come to no element are skipped.
 std::vector<int64_t> SweepCounts(const SweepConfig& config);
 
 // Runs the sweep as `rank`, rendezvousing through the TcpStoreServer at 127.0.0.1:`store_port`.

@@ -1,6 +1,8 @@
-// bench/collectives: the rows built from the ranks' "ROW ..." lines and the per-size run counts.
+// bench/collectives: the rows built from the ranks' "ROW ..." lines, the per-size run counts, the
+// latency percentiles and the element check of alltoall.
 #include "bench/collectives/report.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,69 @@ TEST(CollectRowsTest, TakesTheSlowestRankAndSumsWrongElements) {
   EXPECT_EQ(row.wrong, 3);
   EXPECT_DOUBLE_EQ(row.algbw_gbs, 4096 / 4.0e3);
   EXPECT_DOUBLE_EQ(row.busbw_gbs, row.algbw_gbs);  // 2(n-1)/n = 1 for n = 2
+}
+
+TEST(CollectRowsTest, ReadsTheFastestAndThe99thPercentileOfTheSlowestRank) {
+  const std::vector<std::string> outputs = {
+      "ROW rank=0 bytes=64 count=16 time_us=2.0 p50_us=1.5 max_us=30.0 min_us=1.0 p99_us=20.0 "
+      "wrong=0\n",
+      "ROW rank=1 bytes=64 count=16 time_us=4.0 p50_us=1.0 max_us=9.0 min_us=0.5 p99_us=8.0 "
+      "wrong=0\n"};
+  absl::StatusOr<std::vector<Row>> rows = CollectRows(outputs, BenchOp::kAlltoall, Like(2));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_DOUBLE_EQ((*rows)[0].min_us, 1.0);
+  EXPECT_DOUBLE_EQ((*rows)[0].p99_us, 20.0);
+  EXPECT_DOUBLE_EQ((*rows)[0].busbw_gbs, (*rows)[0].algbw_gbs * 0.5);  // (n-1)/n for alltoall
+
+  absl::StatusOr<std::vector<Row>> bad =
+      CollectRows({"ROW rank=0 bytes=8 count=2 time_us=1.0 p99_us=slow wrong=0\n"},
+                  BenchOp::kAllreduce, Like(1));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p99_us=slow"), std::string::npos) << bad.status();
+}
+
+TEST(LatenciesTest, NearestRankPercentiles) {
+  std::vector<double> us;
+  for (int i = 1; i <= 200; ++i) us.push_back(i);
+  LatencyStats s = Latencies(us);
+  EXPECT_DOUBLE_EQ(s.min_us, 1);
+  EXPECT_DOUBLE_EQ(s.p50_us, 101);  // element n/2, as the tables have always taken it
+  EXPECT_DOUBLE_EQ(s.p99_us, 198);  // ceil(0.99 * 200) = 198th smallest
+  EXPECT_DOUBLE_EQ(s.max_us, 200);
+  // 20 operations (a large size's count): p99 is the slowest one.
+  s = Latencies(std::vector<double>(us.begin(), us.begin() + 20));
+  EXPECT_DOUBLE_EQ(s.p99_us, 20);
+  s = Latencies({7.0});
+  EXPECT_DOUBLE_EQ(s.p99_us, 7);
+  EXPECT_DOUBLE_EQ(s.min_us, 7);
+  s = Latencies({});
+  EXPECT_DOUBLE_EQ(s.max_us, 0);
+}
+
+// Alltoall across 3 ranks made by hand from the inputs: block j of rank r's output is block r of
+// rank j's input. CountWrong accepts it and counts each element changed.
+TEST(CountWrongTest, AlltoallBlocksComeFromEachRank) {
+  constexpr int kRanks = 3;
+  constexpr int64_t kCount = 12, kBlock = kCount / kRanks;
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount));
+  for (int r = 0; r < kRanks; ++r) FillInput(DType::kFloat32, 5, r, 0, kCount, in[r].data());
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<float> out(kCount);
+    for (int j = 0; j < kRanks; ++j) {
+      std::memcpy(&out[j * kBlock], &in[j][r * kBlock], kBlock * sizeof(float));
+    }
+    EXPECT_EQ(CountWrong(BenchOp::kAlltoall, DType::kFloat32, 5, r, kRanks, kCount, out.data()), 0)
+        << "rank " << r;
+    out[0] += 100;
+    out[kCount - 1] += 100;
+    EXPECT_EQ(CountWrong(BenchOp::kAlltoall, DType::kFloat32, 5, r, kRanks, kCount, out.data()), 2);
+  }
+  BenchOp op;
+  ASSERT_TRUE(ParseBenchOp("alltoall", &op));
+  EXPECT_EQ(op, BenchOp::kAlltoall);
+  EXPECT_TRUE(SplitsByRank(BenchOp::kAlltoall));
+  EXPECT_FALSE(SplitsByRank(BenchOp::kBroadcast));
 }
 
 TEST(CollectRowsTest, MedianAndMaximumAreOptional) {

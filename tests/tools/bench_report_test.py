@@ -96,6 +96,16 @@ class ParseTest(unittest.TestCase):
         self.assertAlmostEqual(r["algbw_gbs"], 4096 / 12 / 1e3)
         self.assertAlmostEqual(r["busbw_gbs"], r["algbw_gbs"])  # 2(n-1)/n = 1 at n = 2
 
+    def test_min_and_p99_are_read_when_every_rank_prints_them(self):
+        text = ("ROW rank=0 bytes=64 count=16 time_us=2.0 p50_us=1.5 max_us=30.0 min_us=1.0 "
+                "p99_us=20.0 wrong=0\n"
+                "ROW rank=1 bytes=64 count=16 time_us=4.0 p50_us=1.0 max_us=9.0 min_us=0.5 "
+                "p99_us=8.0 wrong=1\n")
+        r = runners.rows_from_output(text, "alltoall", 2)[0]
+        self.assertEqual((r["min_us"], r["p99_us"], r["wrong"]), (1.0, 20.0, 1))
+        self.assertAlmostEqual(r["busbw_gbs"], r["algbw_gbs"] * 0.5)
+        self.assertNotIn("p99_us", runners.rows_from_output(self.OUTPUT, "allreduce", 2)[0])
+
     def test_a_missing_rank_is_an_error(self):
         with self.assertRaisesRegex(runners.BenchError, r"size 4096: ROW lines from ranks \[0, 1\]"
                                                         r", expected 3"):
@@ -133,7 +143,7 @@ class ParseTest(unittest.TestCase):
     def test_missing_mpich_is_named(self):
         why = runners.mpich_missing("/nonexistent/mpiexec.mpich", "/bin/true")
         self.assertIn("not installed", why)
-        why = runners.mpich_missing("/bin/true", "/nonexistent/mpich_allreduce")
+        why = runners.mpich_missing("/bin/true", "/nonexistent/mpich_collectives")
         self.assertIn("not built", why)
 
 

@@ -20,7 +20,7 @@ from benchreport import environment, plots, report, runners, stats
 
 # The workspace, or the runfiles tree of a test (abspath, not realpath: the runfiles' own files).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TARGETS = ["//bench:collectives", "//bench:mpi_allreduce", "//bench:mpich_allreduce",
+TARGETS = ["//bench:collectives", "//bench:mpi_collectives", "//bench:mpich_collectives",
            "//examples:fashion_mnist"]
 
 
@@ -85,7 +85,8 @@ def plan(args):
         "max_bytes": args.max_bytes or ((1 << 20) if quick else (64 << 20)),
         "iters": 10 if quick else 20,
         "warmup": 3 if quick else 5,
-        "other_ops": [] if quick else ["allgather", "reduce_scatter", "broadcast"],
+        # Every op runs against every peer that has it (PyTorch's gloo has no reduce_scatter).
+        "other_ops": [] if quick else ["allgather", "reduce_scatter", "broadcast", "alltoall"],
         # Training samples per run; the CNN's steps cost ~50x the MLP's, so --quick gives it
         # fewer to stay under 5 minutes.
         "samples": args.samples or (2560 if quick else 6400),
@@ -171,21 +172,19 @@ def run_collectives(p, paths, mpich_missing, results, errors, progress):
         for nproc in p["nprocs"]:
             sweep = dict(nproc=nproc, min_bytes=p["min_bytes"], max_bytes=p["max_bytes"],
                          iters=p["iters"], warmup=p["warmup"], timeout=timeout)
-            steps = [("allreduce: ours (auto) + PyTorch + OpenMPI", lambda: runners.
-                      collectives_round(paths["collectives"], "allreduce", peers=True,
-                                        transport="auto", **sweep)),
-                     ("allreduce: ours (tcp)", lambda: runners.collectives_round(
-                         paths["collectives"], "allreduce", peers=False, transport="tcp",
-                         **sweep))]
-            if not mpich_missing:
-                for tcp in (False, True):
-                    steps.append((f"allreduce: MPICH ({'tcp' if tcp else 'shm'})",
-                                  lambda tcp=tcp: runners.mpich_round(
-                                      p["mpich"], paths["mpich_allreduce"], tcp=tcp,
-                                      **dict(sweep, timeout=mpich_timeout))))
-            for op in p["other_ops"]:
-                steps.append((f"{op}: ours (auto)", lambda op=op: runners.collectives_round(
-                    paths["collectives"], op, peers=False, transport="auto", **sweep)))
+            steps = []
+            for op in ["allreduce"] + p["other_ops"]:
+                steps += [(f"{op}: ours (auto) + PyTorch + OpenMPI",
+                           lambda op=op: runners.collectives_round(
+                               paths["collectives"], op, peers=True, transport="auto", **sweep)),
+                          (f"{op}: ours (tcp)", lambda op=op: runners.collectives_round(
+                              paths["collectives"], op, peers=False, transport="tcp", **sweep))]
+                if not mpich_missing:
+                    for tcp in (False, True):
+                        steps.append((f"{op}: MPICH ({'tcp' if tcp else 'shm'})",
+                                      lambda op=op, tcp=tcp: runners.mpich_round(
+                                          p["mpich"], paths["mpich_collectives"], tcp=tcp, op=op,
+                                          **dict(sweep, timeout=mpich_timeout))))
             for what, fn in steps:
                 what = f"round {rnd + 1}, n={nproc}, {what}"
                 try:
@@ -255,7 +254,7 @@ def main(argv):
     bin_dir = args.bin_dir or bazel_bin()
     paths = {
         "collectives": os.path.join(bin_dir, "bench/collectives"),
-        "mpich_allreduce": os.path.join(bin_dir, "bench/mpich_allreduce"),
+        "mpich_collectives": os.path.join(bin_dir, "bench/mpich_collectives"),
         "fashion_mnist": os.path.join(bin_dir, "examples/fashion_mnist"),
         "torch_script": os.path.join(ROOT, "bench/training/torch_fashion_mnist.py"),
         "launch": os.path.join(ROOT, "tools/launch.py"),
@@ -264,13 +263,13 @@ def main(argv):
     env = environment.collect(ROOT)
     missing = {}
     if "collectives" in args.parts:
-        why = runners.mpich_missing(args.mpich, paths["mpich_allreduce"])
+        why = runners.mpich_missing(args.mpich, paths["mpich_collectives"])
         if why:
             missing["MPICH"] = why
     steps = 0
     if "collectives" in args.parts:
-        steps += p["rounds"] * len(p["nprocs"]) * (2 + (0 if missing else 2) +
-                                                   len(p["other_ops"]))
+        steps += (p["rounds"] * len(p["nprocs"]) * (1 + len(p["other_ops"])) *
+                  (2 + (0 if missing else 2)))
     if "training" in args.parts:
         steps += p["rounds"] * len(training_configs(p)) * 2
     progress = Progress(steps)

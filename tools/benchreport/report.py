@@ -123,21 +123,26 @@ def collective_blocks(doc, figure, cs, images):
                 lat.append("-")
                 continue
             bw.append(stats.Summary(m["reps"]).text())
-            times = stats.Summary([r["time_us"] for r in m["raw"]])
+            fastest = min(r.get("min_us", r["time_us"]) for r in m["raw"])
             p50 = stats.Summary([r["p50_us"] for r in m["raw"]])
+            p99s = [r["p99_us"] for r in m["raw"] if "p99_us" in r]
+            p99 = f"{stats.Summary(p99s).median:.0f}" if p99s else "-"
             worst = max(r["max_us"] for r in m["raw"])
-            lat.append(f"{times.min:.0f} / {p50.median:.0f} / {worst:.0f}")
+            lat.append(f"{fastest:.0f} / {p50.median:.0f} / {p99} / {worst:.0f}")
         bw_rows.append(bw)
         lat_rows.append(lat)
     blocks = [("h3", figure),
               ("p", "Bus bandwidth, GB/s: median (min-max) of the rounds (nccl-tests' busbw)."),
               ("table", ["size"] + impls, bw_rows)]
     for peer, label in (("MPICH", "mpich"),):
-        if peer in doc.get("missing_peers", {}) and figure.startswith("allreduce"):
+        if peer in doc.get("missing_peers", {}):
             blocks.append(("p", f"{peer}: {doc['missing_peers'][peer]}."))
-    blocks.append(("p", "Latency, us: fastest round's mean / median operation (median of the "
-                        "rounds) / slowest single operation of all rounds (OSU-style min / p50 / "
-                        "max; the workers do not report p99)."))
+    if figure.startswith("reduce_scatter"):
+        blocks.append(("p", "PyTorch: no column, its gloo backend (1.13) has no reduce_scatter."))
+    blocks.append(("p", "Latency, us, OSU-style min / p50 / p99 / max: the fastest single "
+                        "operation of all rounds / the median operation and the 99th percentile "
+                        "(medians of the rounds) / the slowest single operation of all rounds "
+                        "(\"-\": not recorded by that run)."))
     blocks.append(("table", ["size", "iterations"] + impls, lat_rows))
     mine = [c for c in cs if c["figure"] == figure]
     if mine:

@@ -26,8 +26,10 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # Fixed glibc malloc thresholds for every process (bench/training/torch_fashion_mnist.py says
 # why: PyTorch's CNN otherwise page-faults its buffers in again every step).
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+# bench_inputs.h PrintRowLine; min_us and p99_us are absent from older recorded outputs.
 ROW_RE = re.compile(r"^ROW rank=(\d+) bytes=(\d+) count=(\d+) time_us=([\d.]+) "
-                    r"p50_us=([\d.]+) max_us=([\d.]+) wrong=(\d+)", re.M)
+                    r"p50_us=([\d.]+) max_us=([\d.]+)(?: min_us=([\d.]+) p99_us=([\d.]+))? "
+                    r"wrong=(\d+)", re.M)
 
 
 class BenchError(RuntimeError):
@@ -65,7 +67,7 @@ def bus_factor(op, nproc):
     """busbw / algbw (bench/collectives/report.h)."""
     if op == "allreduce":
         return 2 * (nproc - 1) / nproc
-    if op in ("allgather", "reduce_scatter"):
+    if op in ("allgather", "reduce_scatter", "alltoall"):
         return (nproc - 1) / nproc
     return 1.0
 
@@ -93,12 +95,16 @@ def rows_from_output(text, op, nproc):
                              f"{nproc} ranks")
         time_us = max(float(m.group(4)) for m in ranks.values())
         algbw = nbytes / time_us / 1e3
-        rows.append({"op": op, "nproc": nproc, "bytes": nbytes,
-                     "count": int(next(iter(ranks.values())).group(3)), "time_us": time_us,
-                     "p50_us": max(float(m.group(5)) for m in ranks.values()),
-                     "max_us": max(float(m.group(6)) for m in ranks.values()),
-                     "algbw_gbs": algbw, "busbw_gbs": algbw * bus_factor(op, nproc),
-                     "wrong": sum(int(m.group(7)) for m in ranks.values())})
+        row = {"op": op, "nproc": nproc, "bytes": nbytes,
+               "count": int(next(iter(ranks.values())).group(3)), "time_us": time_us,
+               "p50_us": max(float(m.group(5)) for m in ranks.values()),
+               "max_us": max(float(m.group(6)) for m in ranks.values()),
+               "algbw_gbs": algbw, "busbw_gbs": algbw * bus_factor(op, nproc),
+               "wrong": sum(int(m.group(9)) for m in ranks.values())}
+        if all(m.group(7) is not None for m in ranks.values()):
+            row["min_us"] = max(float(m.group(7)) for m in ranks.values())
+            row["p99_us"] = max(float(m.group(8)) for m in ranks.values())
+        rows.append(row)
     return rows
 
 
@@ -127,16 +133,17 @@ def collectives_round(binary, op, nproc, min_bytes, max_bytes, iters, warmup, pe
     return rows
 
 
-def mpich_round(mpiexec, binary, nproc, min_bytes, max_bytes, iters, warmup, tcp, timeout):
-    """One sweep of MPI_Allreduce under MPICH (its ch4:ucx device: UCX's shared memory by
-    default, UCX_TLS=tcp,self for TCP): rows like collectives_round's."""
+def mpich_round(mpiexec, binary, nproc, min_bytes, max_bytes, iters, warmup, tcp, timeout,
+                op="allreduce"):
+    """One sweep of `op` under MPICH (its ch4:ucx device: UCX's shared memory by default,
+    UCX_TLS=tcp,self for TCP): rows like collectives_round's."""
     env = thread_env(1)
     if tcp:
         env["UCX_TLS"] = "tcp,self"
         env["UCX_NET_DEVICES"] = "lo"
-    cmd = [mpiexec, "-n", str(nproc), binary, f"--min-bytes={min_bytes}",
+    cmd = [mpiexec, "-n", str(nproc), binary, f"--op={op}", f"--min-bytes={min_bytes}",
            f"--max-bytes={max_bytes}", f"--iters={iters}", f"--warmup={warmup}"]
-    rows = rows_from_output(run(cmd, env, timeout), "allreduce", nproc)
+    rows = rows_from_output(run(cmd, env, timeout), op, nproc)
     for row in rows:
         row.update(backend="mpich", algo="default", transport="tcp" if tcp else "default-shm",
                    dtype="float32")
@@ -148,7 +155,7 @@ def mpich_missing(mpiexec, binary):
     if shutil.which(mpiexec) is None:
         return f"not installed ({mpiexec} not found; `apt-get install mpich libmpich-dev`)"
     if not os.access(binary, os.X_OK):
-        return f"not built ({binary} missing; `bazel build --config=opt //bench:mpich_allreduce`)"
+        return f"not built ({binary} missing; `bazel build --config=opt //bench:mpich_collectives`)"
     return None
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""The PyTorch peer of bench/collectives: torch.distributed.all_reduce over the gloo backend.
+"""The PyTorch peer of bench/collectives: torch.distributed over the gloo backend.
 
 One process per rank, started by the benchmark with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 set (rendezvous env://). It runs the same sweep as our own workers
 (bench/collectives/sweep_worker.h): the same sizes, the same inputs (word i of Philox(seed, rank),
 as paddle/core/philox.cc computes it, mapped to (w % 17) - 8), warmup, a barrier, `iters`
-blocking all_reduce calls timed together, then one more on fresh inputs with every element
-checked. Each rank prints "ROW rank=R bytes=B count=C time_us=T wrong=W" per size.
+blocking calls (all_reduce, all_gather into views of one output tensor, broadcast from rank 0 or
+all_to_all_single) timed one by one, then one more on fresh inputs with every element checked.
+Each rank prints "ROW rank=R bytes=B count=C time_us=T p50_us=... wrong=W" per size
+(bench/collectives/report.h). PyTorch 1.13's gloo backend has no reduce_scatter: asked for it,
+the script says so and exits 3.
 
 Needs Debian's python3-torch and python3-numpy (run with /usr/bin/python3).
 """
@@ -62,6 +65,26 @@ def values(seed, rank, count, dtype_name):
     return v if dtype_name == "uint8" else v - 8
 
 
+def expected(op, seed, rank, size, count, dtype_name):
+    """What `op` leaves in this rank's output (bench_inputs.cc CountWrong), as int64."""
+    block = count // size
+    if op == "allreduce":
+        return sum(values(seed, r, count, dtype_name) for r in range(size))
+    if op == "broadcast":
+        return values(seed, 0, count, dtype_name)
+    if op == "allgather":
+        return np.concatenate([values(seed, r, block, dtype_name) for r in range(size)])
+    # alltoall: block j is block `rank` of rank j's input.
+    return np.concatenate([values(seed, j, count, dtype_name)[rank * block:(rank + 1) * block]
+                           for j in range(size)])
+
+
+def percentile_99(sorted_us):
+    """Nearest rank, as bench_inputs.cc Latencies."""
+    n = len(sorted_us)
+    return sorted_us[min(max(-(-99 * n // 100), 1), n) - 1]
+
+
 def iterations_for(iters, nbytes):
     """bench/collectives/bench_inputs.h IterationsFor: up to 16x more runs below 64 KiB."""
     factor = 16 if nbytes <= 0 else min(max((64 << 10) // nbytes, 1), 16)
@@ -77,7 +100,13 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dtype", default="float32", choices=sorted(_DTYPES))
+    parser.add_argument("--op", default="allreduce",
+                        choices=["allreduce", "allgather", "broadcast", "alltoall",
+                                 "reduce_scatter"])
     args = parser.parse_args()
+    if args.op == "reduce_scatter":
+        print("torch_collectives: PyTorch 1.13's gloo backend has no reduce_scatter", flush=True)
+        raise SystemExit(3)
 
     torch.set_num_threads(1)  # our workers compute on one thread too
     dist.init_process_group("gloo", init_method="env://")
@@ -85,37 +114,56 @@ def main():
     dtype = _DTYPES[args.dtype]
     element = torch.empty((), dtype=dtype).element_size()
 
+    split = args.op in ("allgather", "alltoall")
     bytes_ = args.min_bytes
+    previous = 0
     while bytes_ <= args.max_bytes:
         count = bytes_ // element
         bytes_ *= 2
-        if count == 0:
+        if split:
+            count -= count % size
+        if count == 0 or count == previous:
             continue
-        mine = torch.from_numpy(values(args.seed, rank, count, args.dtype)).to(dtype)
+        previous = count
+        block = count // size
+        mine = torch.from_numpy(values(args.seed, rank, block if args.op == "allgather" else count,
+                                       args.dtype)).to(dtype)
         data = mine.clone()
+        out = data if args.op in ("allreduce", "broadcast") else torch.empty(count, dtype=dtype)
+        pieces = list(out.split(block)) if args.op == "allgather" else None
+
+        def once():
+            if args.op == "allreduce":
+                dist.all_reduce(data)
+            elif args.op == "broadcast":
+                dist.broadcast(data, 0)
+            elif args.op == "allgather":
+                dist.all_gather(pieces, data)
+            else:
+                dist.all_to_all_single(out, data)
+
         iters = iterations_for(args.iters, count * element)
         for _ in range(iterations_for(args.warmup, count * element)):
-            dist.all_reduce(data)
+            once()
         dist.barrier()
         iteration_us = []
         start = last = time.perf_counter()
         for _ in range(iters):
-            dist.all_reduce(data)
+            once()
             now = time.perf_counter()
             iteration_us.append((now - last) * 1e6)
             last = now
         seconds = last - start
         iteration_us.sort()
         data.copy_(mine)
-        dist.all_reduce(data)
-        expected = np.zeros(count, dtype=np.int64)
-        for r in range(size):
-            expected += values(args.seed, r, count, args.dtype)
-        wrong = int((data != torch.from_numpy(expected).to(dtype)).sum())
+        once()
+        want = expected(args.op, args.seed, rank, size, count, args.dtype)
+        wrong = int((out != torch.from_numpy(want).to(dtype)).sum())
         print(f"ROW rank={rank} bytes={count * element} count={count} "
               f"time_us={seconds * 1e6 / iters:.3f} "
               f"p50_us={iteration_us[len(iteration_us) // 2]:.3f} "
-              f"max_us={iteration_us[-1]:.3f} wrong={wrong}", flush=True)
+              f"max_us={iteration_us[-1]:.3f} min_us={iteration_us[0]:.3f} "
+              f"p99_us={percentile_99(iteration_us):.3f} wrong={wrong}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

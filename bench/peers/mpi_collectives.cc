@@ -1,11 +1,12 @@
-// The MPI peer of bench/collectives: MPI_Allreduce (in place, MPI_SUM) over the same sizes, inputs,
+// The MPI peer of bench/collectives: MPI_Allreduce (in place, MPI_SUM), MPI_Allgather,
+// MPI_Reduce_scatter_block, MPI_Bcast (root 0) or MPI_Alltoall over the same sizes, inputs,
 // iterations and checks as our own workers (bench/collectives/sweep_worker.h), so the figures
-// compare like with like. Built twice: :mpi_allreduce against OpenMPI (started by the benchmark
-// under mpirun) and :mpich_allreduce against MPICH (started by tools/bench-report under
+// compare like with like. Built twice: :mpi_collectives against OpenMPI (started by the benchmark
+// under mpirun.openmpi) and :mpich_collectives against MPICH (started by tools/bench-report under
 // mpiexec.mpich); every rank prints its "ROW ..." lines (bench/collectives/report.h).
 //
-//   mpirun -np N bench/mpi_allreduce --min-bytes=4096 --max-bytes=268435456 --iters=20
-//       --warmup=5 --seed=1 --dtype=float32
+//   mpirun.openmpi -np N bench/mpi_collectives --op=allreduce --min-bytes=4096
+//       --max-bytes=268435456 --iters=20 --warmup=5 --seed=1 --dtype=float32
 #include <mpi.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@ struct Args {
   int warmup = 5;
   uint64_t seed = 1;
   DType dtype = DType::kFloat32;
+  BenchOp op = BenchOp::kAllreduce;
 };
 
 bool Parse(int argc, char** argv, Args* args) {
@@ -50,6 +52,8 @@ bool Parse(int argc, char** argv, Args* args) {
       ok = absl::SimpleAtoi(value, &args->warmup);
     } else if (key == "--seed") {
       ok = absl::SimpleAtoi(value, &args->seed);
+    } else if (key == "--op") {
+      ok = ParseBenchOp(value, &args->op);
     } else if (key == "--dtype") {
       absl::StatusOr<DType> dtype = ParseDType(value);
       ok = dtype.ok();
@@ -80,6 +84,39 @@ MPI_Datatype MpiType(DType dtype) {
   }
 }
 
+// The counts of one size as sweep_worker.cc's SweepCounts makes them: split operations round
+// down to a multiple of the world size.
+int64_t CountFor(const Args& args, int64_t bytes, int size) {
+  int64_t count = bytes / static_cast<int64_t>(DTypeSize(args.dtype));
+  if (SplitsByRank(args.op)) count -= count % size;
+  return count;
+}
+
+// One blocking operation; `in` and `out` hold what MakeBuffers in sweep_worker.cc allocates (in
+// place for allreduce and broadcast). MPI counts are int: sizes past 2^31 elements would need
+// MPI 4's large-count calls.
+void RunOnce(const Args& args, MPI_Datatype type, int size, int64_t count, char* in, char* out) {
+  const int n = static_cast<int>(count);
+  const int block = static_cast<int>(count / size);
+  switch (args.op) {
+    case BenchOp::kAllreduce:
+      MPI_Allreduce(MPI_IN_PLACE, in, n, type, MPI_SUM, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kBroadcast:
+      MPI_Bcast(in, n, type, 0, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kAllgather:
+      MPI_Allgather(in, block, type, out, block, type, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kReduceScatter:
+      MPI_Reduce_scatter_block(in, out, block, type, MPI_SUM, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kAlltoall:
+      MPI_Alltoall(in, block, type, out, block, type, MPI_COMM_WORLD);
+      return;
+  }
+}
+
 int Run(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
@@ -87,47 +124,45 @@ int Run(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   Args args;
   if (!Parse(argc, argv, &args) || MpiType(args.dtype) == MPI_DATATYPE_NULL) {
-    if (rank == 0) std::fprintf(stderr, "mpi_allreduce: bad arguments or unsupported dtype\n");
+    if (rank == 0) std::fprintf(stderr, "mpi_collectives: bad arguments or unsupported dtype\n");
     MPI_Finalize();
     return 2;
   }
   const MPI_Datatype type = MpiType(args.dtype);
   const int64_t element = static_cast<int64_t>(DTypeSize(args.dtype));
+  const bool in_place = args.op == BenchOp::kAllreduce || args.op == BenchOp::kBroadcast;
+  int64_t previous = 0;
   for (int64_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= 2) {
-    const int64_t count = bytes / element;
-    if (count == 0) continue;
-    // MPI counts are int: sizes past 2^31 elements would need MPI 4's large-count calls.
-    std::unique_ptr<char[]> data(new char[count * element]);
-    FillInput(args.dtype, args.seed, rank, 0, count, data.get());
+    const int64_t count = CountFor(args, bytes, size);
+    if (count == 0 || count == previous) continue;
+    previous = count;
+    const int64_t block = count / size;
+    const int64_t in_count = args.op == BenchOp::kAllgather ? block : count;
+    const int64_t out_count = args.op == BenchOp::kReduceScatter ? block : count;
+    std::unique_ptr<char[]> in(new char[in_count * element]);
+    std::unique_ptr<char[]> out(in_place ? nullptr : new char[out_count * element]);
+    char* result = in_place ? in.get() : out.get();
+    FillInput(args.dtype, args.seed, rank, 0, in_count, in.get());
     const int iters = IterationsFor(args.iters, count * element);
     const int warmup = IterationsFor(args.warmup, count * element);
-    for (int i = 0; i < warmup; ++i) {
-      MPI_Allreduce(MPI_IN_PLACE, data.get(), static_cast<int>(count), type, MPI_SUM,
-                    MPI_COMM_WORLD);
-    }
+    for (int i = 0; i < warmup; ++i) RunOnce(args, type, size, count, in.get(), result);
     MPI_Barrier(MPI_COMM_WORLD);
     std::vector<double> iteration_us(iters);
     const double start = MPI_Wtime();
     double last = start;
     for (int i = 0; i < iters; ++i) {
-      MPI_Allreduce(MPI_IN_PLACE, data.get(), static_cast<int>(count), type, MPI_SUM,
-                    MPI_COMM_WORLD);
+      RunOnce(args, type, size, count, in.get(), result);
       const double now = MPI_Wtime();
       iteration_us[i] = (now - last) * 1e6;
       last = now;
     }
     const double seconds = last - start;
     std::sort(iteration_us.begin(), iteration_us.end());
-    FillInput(args.dtype, args.seed, rank, 0, count, data.get());
-    MPI_Allreduce(MPI_IN_PLACE, data.get(), static_cast<int>(count), type, MPI_SUM, MPI_COMM_WORLD);
-    const int64_t wrong =
-        CountWrong(BenchOp::kAllreduce, args.dtype, args.seed, rank, size, count, data.get());
-    std::printf(
-        "ROW rank=%d bytes=%lld count=%lld time_us=%.3f p50_us=%.3f max_us=%.3f wrong=%lld\n", rank,
-        static_cast<long long>(count * element), static_cast<long long>(count),
-        seconds * 1e6 / iters, iteration_us[iteration_us.size() / 2], iteration_us.back(),
-        static_cast<long long>(wrong));
-    std::fflush(stdout);
+    FillInput(args.dtype, args.seed, rank, 0, in_count, in.get());
+    RunOnce(args, type, size, count, in.get(), result);
+    const int64_t wrong = CountWrong(args.op, args.dtype, args.seed, rank, size, count, result);
+    PrintRowLine(rank, count * element, count, seconds * 1e6 / iters, Latencies(iteration_us),
+                 wrong);
   }
   MPI_Finalize();
   return 0;
