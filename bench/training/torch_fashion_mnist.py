@@ -7,6 +7,12 @@ DistributedDataParallel over the gloo backend: --batch is the global batch, spli
 rank takes every world-th sample; --no-sync runs every step inside model.no_sync() (no gradient
 allreduce), to measure what synchronization costs.
 
+--epochs=E trains E passes over --samples with examples/fashion_mnist's learning-rate schedule
+(cosine decay from --lr to 0 over all steps; a single pass keeps --lr constant, as before),
+evaluates rank 0's replica on --test-samples after every epoch (not timed) and adds
+"epoch_accuracy" and "epoch_train_s" (the training time of each epoch, every rank done), from
+which tools/bench-report reads the time to a target accuracy.
+
 --device=cuda (or cuda:N) trains on the GPU (data moved there once, before timing; the clock stops
 after torch.cuda.synchronize()); --test-samples=N adds "test_accuracy" on the first N test images.
 
@@ -107,7 +113,11 @@ def main():
     ap.add_argument("--no-sync", action="store_true")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--test-samples", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="passes over --samples with a cosine schedule and per-epoch accuracy")
     args = ap.parse_args()
+    if args.epochs > 0 and args.test_samples <= 0:
+        ap.error("--epochs needs --test-samples (the accuracy of every epoch)")
     device = torch.device(args.device)
     on_cuda = device.type == "cuda"
     if on_cuda:
@@ -137,14 +147,53 @@ def main():
             loss.backward()
         opt.step()
 
+    def evaluate():
+        test_x = load_images(f"{args.data_dir}/t10k-images-idx3-ubyte.gz", args.test_samples)
+        test_y = load_labels(f"{args.data_dir}/t10k-labels-idx1-ubyte.gz", args.test_samples)
+        model.eval()
+        with torch.no_grad():
+            pred = model(test_x.to(device)).argmax(1).cpu()
+        model.train()
+        return float((pred == test_y).float().mean())
+
+    def sync():
+        if on_cuda:
+            torch.cuda.synchronize(device)
+        if world > 1:
+            dist.barrier()
+
+    result = {"peer": "torch", "model": args.model, "threads": args.threads, "world_size": world,
+              "batch": args.batch, "no_sync": args.no_sync, "device": str(device)}
+    if args.epochs > 0:
+        # examples/fashion_mnist's schedule: cosine from --lr to 0 over every step of the run.
+        steps_per_epoch = (len(perm) - local) // local + 1
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps_per_epoch * args.epochs)
+        accuracies, train_s = [], []
+        done = 0
+        for epoch in range(args.epochs):
+            order = torch.randperm(len(images), generator=torch.Generator().manual_seed(epoch))
+            order = order[rank::world].to(device)
+            sync()
+            start = time.perf_counter()
+            for s in range(0, len(order) - local + 1, local):
+                step(order[s:s + local])
+                sched.step()
+                done += local * world
+            sync()
+            train_s.append(time.perf_counter() - start)
+            if rank == 0:
+                accuracies.append(evaluate())
+        result.update(samples_per_s=done / sum(train_s), epoch_train_s=train_s,
+                      epoch_accuracy=accuracies)
+        if rank == 0:
+            print(json.dumps(result))
+        return
+
     for i in range(3):  # warm-up
         step(perm[i * local:(i + 1) * local])
-    if on_cuda:
-        torch.cuda.synchronize(device)
     # Every rank starts together and the time runs until the last one is done (samples/s counts
     # all ranks' samples), as in examples/fashion_mnist; with no_sync() ranks drift apart.
-    if world > 1:
-        dist.barrier()
+    sync()
     start = time.perf_counter()
     done = steps = 0
     for s in range(0, len(perm) - local + 1, local):
@@ -152,21 +201,11 @@ def main():
         step(idx)
         done += len(idx) * world
         steps += 1
-    if on_cuda:
-        torch.cuda.synchronize(device)
-    if world > 1:
-        dist.barrier()
+    sync()
     seconds = time.perf_counter() - start
-    result = {"peer": "torch", "model": args.model, "threads": args.threads, "world_size": world,
-              "batch": args.batch, "no_sync": args.no_sync, "device": str(device),
-              "samples_per_s": done / seconds, "step_ms": 1000 * seconds / steps}
+    result.update(samples_per_s=done / seconds, step_ms=1000 * seconds / steps)
     if args.test_samples > 0 and rank == 0:
-        test_x = load_images(f"{args.data_dir}/t10k-images-idx3-ubyte.gz", args.test_samples)
-        test_y = load_labels(f"{args.data_dir}/t10k-labels-idx1-ubyte.gz", args.test_samples)
-        model.eval()
-        with torch.no_grad():
-            pred = model(test_x.to(device)).argmax(1).cpu()
-        result["test_accuracy"] = float((pred == test_y).float().mean())
+        result["test_accuracy"] = evaluate()
     if rank == 0:
         print(json.dumps(result))
 

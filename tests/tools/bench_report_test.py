@@ -106,6 +106,24 @@ class ParseTest(unittest.TestCase):
         self.assertAlmostEqual(r["busbw_gbs"], r["algbw_gbs"] * 0.5)
         self.assertNotIn("p99_us", runners.rows_from_output(self.OUTPUT, "allreduce", 2)[0])
 
+    def test_time_to_accuracy_from_either_output(self):
+        ours = ("[rank 0] epoch 1/3  train_loss 0.5164  test_accuracy 0.8451  samples/s 24313  "
+                "epoch_time 2.47s\n"
+                "epoch 2/3  train_loss 0.3413  test_accuracy 0.8713  samples/s 25465  "
+                "epoch_time 2.36s  comm_wait 3.0%\n"
+                "epoch 3/3  train_loss 0.2819  test_accuracy 0.8802  samples/s 21558  "
+                "epoch_time 2.78s\n{\"epoch\": 3}\n")
+        acc, secs = runners.accuracy_curve("ours", ours)
+        self.assertEqual((acc, secs), ([0.8451, 0.8713, 0.8802], [2.47, 2.36, 2.78]))
+        seconds, epochs = runners.time_to_accuracy(acc, secs, 0.88)
+        self.assertAlmostEqual(seconds, 2.47 + 2.36 + 2.78)
+        self.assertEqual(epochs, 3)
+        self.assertEqual(runners.time_to_accuracy(acc, secs, 0.9), (None, None))
+        torch_out = '{"peer": "torch", "epoch_accuracy": [0.88], "epoch_train_s": [1.5]}\n'
+        self.assertEqual(runners.accuracy_curve("torch", torch_out), ([0.88], [1.5]))
+        with self.assertRaisesRegex(runners.BenchError, "no epoch lines"):
+            runners.accuracy_curve("ours", "nothing\n")
+
     def test_a_missing_rank_is_an_error(self):
         with self.assertRaisesRegex(runners.BenchError, r"size 4096: ROW lines from ranks \[0, 1\]"
                                                         r", expected 3"):
@@ -201,6 +219,24 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(page.count("src='data:image/png;base64,iVBOR"), len(images))
         self.assertNotIn("src='allreduce", page)
 
+    def test_time_to_accuracy_table_reads_lower_as_better(self):
+        for impl, reps in (("ours", [6.0, 5.0, 7.0]), ("torch", [9.0, 10.0, 11.0])):
+            self.doc["measurements"].append(
+                {"figure": "time to 0.88 mlp", "impl": impl, "x": 1,
+                 "metric": "seconds_to_accuracy", "higher_is_better": False, "reps": reps,
+                 "raw": [{"epochs_to_target": 3, "epoch_accuracy": [0.85, 0.87, 0.881],
+                          "epoch_train_s": [2, 2, 2]}] * 3})
+        self.doc["plan"].update(tta_epochs=6, tta_test_samples=10000)
+        v = verdicts(self.doc)
+        self.assertEqual(v[("time to 0.88 mlp", "torch", 1)], "ahead")
+        report.write(self.doc, [], self.dir)
+        with open(os.path.join(self.dir, "report.md")) as f:
+            md = f.read()
+        self.assertIn("## Time to accuracy", md)
+        self.assertIn("| time to 0.88 mlp | 1 | 6.0 (5.0-7.0) | 10.0 (9.0-11.0) | 1.67x | ahead |",
+                      md)
+        self.assertIn("| time to 0.88 mlp | 1 | ours | 3, 3, 3 |", md)
+
     def test_a_run_with_no_measurements_still_reports(self):
         self.doc["measurements"] = []
         self.doc["errors"] = ["round 1, n=2, allreduce: ours (tcp): exited with 1"]
@@ -216,7 +252,8 @@ class ReportTest(unittest.TestCase):
 class CommandLineTest(unittest.TestCase):
     def test_bad_flags_are_usage_errors(self):
         for argv in (["--fail-on-regression"], ["--rounds=0"], ["--parts=collectives,gpu"],
-                     ["--max-bytes=4Q"], ["--models=resnet"], ["--workers=1,x"]):
+                     ["--max-bytes=4Q"], ["--models=resnet"], ["--workers=1,x"],
+                     ["--tta-models=vgg"]):
             with self.assertRaises(SystemExit, msg=argv) as e:
                 main.parse_args(argv)
             self.assertEqual(e.exception.code, 2)
@@ -251,6 +288,8 @@ class CommandLineTest(unittest.TestCase):
         full = main.plan(main.parse_args([]))
         self.assertEqual((full["nprocs"], full["workers"]), ([2, 4], [1, 2, 4]))
         self.assertIn("broadcast", full["other_ops"])
+        self.assertIn("alltoall", full["other_ops"])
+        self.assertEqual((full["tta_models"], p["tta_models"]), (["mlp"], []))
 
 
 if __name__ == "__main__":

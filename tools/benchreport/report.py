@@ -29,7 +29,7 @@ def comparisons(doc):
         impl = m["impl"]
         if impl.startswith("ours") or not m["reps"]:
             continue
-        ours_impl = "ours" if m["metric"] == "samples_per_s" else plots.ours_for(impl)
+        ours_impl = "ours" if m["metric"] != "busbw_gbs" else plots.ours_for(impl)
         ours = by.get((m["figure"], ours_impl, m["x"], m["metric"]))
         if ours is None or not ours["reps"]:
             continue
@@ -46,8 +46,8 @@ def x_text(c):
 
 
 def digits(c):
-    """Decimals for a comparison's values: samples/s are whole, GB/s need three."""
-    return 0 if c["metric"] == "samples_per_s" else 3
+    """Decimals for a comparison's values: samples/s are whole, seconds need one, GB/s three."""
+    return {"samples_per_s": 0, "seconds_to_accuracy": 1}.get(c["metric"], 3)
 
 
 def ratio_text(c):
@@ -201,6 +201,33 @@ def training_blocks(doc, cs, images):
     return blocks
 
 
+def tta_blocks(doc, cs):
+    """Time to accuracy (MLPerf's figure): seconds of training until the test accuracy reaches the
+    target, lower is better."""
+    ms = [m for m in doc["measurements"] if m["metric"] == "seconds_to_accuracy"]
+    if not ms:
+        return []
+    rows = [[c["figure"], str(c["x"]), c["a"].text(1), c["b"].text(1), ratio_text(c),
+             c["verdict"]] for c in cs if c["metric"] == "seconds_to_accuracy"]
+    epochs = []
+    for m in sorted(ms, key=lambda m: (m["figure"], m["x"], m["impl"])):
+        reached = [r["epochs_to_target"] for r in m["raw"]]
+        epochs.append([m["figure"], str(m["x"]), m["impl"], ", ".join(map(str, reached))])
+    plan = doc["plan"]
+    return [("h2", "Time to accuracy"),
+            ("p", f"Seconds of training (evaluation not counted) until the accuracy on the "
+                  f"{plan.get('tta_test_samples', 10000)} test images reaches the target, over "
+                  f"whole epochs of the 60000 training images (at most {plan.get('tta_epochs')}), "
+                  f"global batch {plan['batch']}, SGD with momentum and the same cosine schedule "
+                  "on both sides; median (min-max) of the rounds, lower is better (MLPerf trims "
+                  "its fastest and slowest runs and averages the rest: for 3 runs, the median). "
+                  "ours/PyTorch here is PyTorch's time over ours (> 1: ours sooner)."),
+            ("table", ["figure", "workers", "ours (s)", "PyTorch (s)", "PyTorch/ours",
+                       "verdict"], rows),
+            ("p", "Epochs each round needed:"),
+            ("table", ["figure", "workers", "impl", "epochs per round"], epochs)]
+
+
 def blocks_for(doc, images):
     cs = comparisons(doc)
     blocks = [("h1", f"Paddle Collective benchmark report, {doc['date']}")]
@@ -219,6 +246,7 @@ def blocks_for(doc, images):
         for figure in figures:
             blocks += collective_blocks(doc, figure, cs, images)
     blocks += training_blocks(doc, cs, images)
+    blocks += tta_blocks(doc, cs)
     return blocks
 
 

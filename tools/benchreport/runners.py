@@ -185,3 +185,56 @@ def training_run(impl, model, workers, threads, samples, batch, no_sync, paths, 
     env = thread_env(threads)
     env.pop("WORLD_SIZE", None)
     return last_json(run(cmd, env, timeout))["samples_per_s"]
+
+
+# examples/fashion_mnist's line per epoch (rank 0; the launcher may prefix "[rank 0] ").
+EPOCH_RE = re.compile(r"epoch (\d+)/\d+\s+train_loss \S+\s+test_accuracy ([\d.]+)\s+"
+                      r"samples/s \d+\s+epoch_time ([\d.]+)s")
+
+
+def time_to_accuracy(accuracies, train_s, target):
+    """(seconds, epochs): the training time of the epochs up to the first whose test accuracy
+    reaches `target` (evaluation not counted, as MLPerf's clock stops only for it), or
+    (None, None) when none does."""
+    total = 0.0
+    for epoch, (accuracy, seconds) in enumerate(zip(accuracies, train_s), 1):
+        total += seconds
+        if accuracy >= target:
+            return total, epoch
+    return None, None
+
+
+def accuracy_curve(impl, text):
+    """([accuracy per epoch], [training seconds per epoch]) of one run's output."""
+    if impl == "ours":
+        found = EPOCH_RE.findall(text)
+        if not found:
+            raise BenchError("no epoch lines in the output:\n" + text[-1000:])
+        return [float(a) for _, a, _ in found], [float(t) for _, _, t in found]
+    doc = last_json(text)
+    return doc["epoch_accuracy"], doc["epoch_train_s"]
+
+
+def tta_run(impl, model, workers, epochs, target, batch, test_samples, paths, timeout):
+    """Seconds of training until the test accuracy reaches `target` (time to accuracy), with the
+    run's curve: ours examples/fashion_mnist, the peer torch_fashion_mnist.py --epochs, the same
+    optimizer, schedule (cosine over all epochs), batch and data, 1 thread per worker. BenchError
+    when the target is not reached in `epochs` epochs."""
+    args = [f"--model={model}", "--threads=1", f"--batch={batch}",
+            f"--test-samples={test_samples}"]
+    if impl == "ours":
+        cmd = [paths["fashion_mnist"]] + args + [f"--epochs={epochs}", "--train-samples=60000"]
+    else:
+        cmd = ["/usr/bin/python3", paths["torch_script"]] + args + [f"--epochs={epochs}",
+                                                                     "--samples=60000"]
+    if workers > 1:
+        cmd = ["/usr/bin/python3", paths["launch"], f"--nproc={workers}"] + cmd
+    env = thread_env(1)
+    env.pop("WORLD_SIZE", None)
+    accuracies, train_s = accuracy_curve(impl, run(cmd, env, timeout))
+    seconds, reached = time_to_accuracy(accuracies, train_s, target)
+    if seconds is None:
+        raise BenchError(f"{impl} {model} at {workers} worker(s) did not reach {target} in "
+                         f"{epochs} epochs (accuracy per epoch {accuracies})")
+    return seconds, {"epoch_accuracy": accuracies, "epoch_train_s": train_s,
+                     "epochs_to_target": reached}
