@@ -246,6 +246,17 @@ const Setting kSettings[] = {
      .meaning = "microseconds the TCP I/O thread polls after its last event",
      .min = 0,
      .max = kMaxMicros},
+    {.name = "PADDLE_TCP_MAX_UNEXPECTED_MB",
+     .type = T::kInt,
+     .reader = R::kLibrary,
+     .default_text = "4096",
+     .meaning = "MiB one TCP link may buffer for messages that arrive before their receive",
+     .see = "Note [Unexpected-message limit]",
+     .details = "a peer announcing more (a corrupted or hostile sender, or a message far larger "
+                "than any receive this rank posts) poisons the transport with an error naming the "
+                "peer and the size instead of allocating it",
+     .min = 1,
+     .max = int64_t{1} << 20},
     {.name = "PADDLE_TCP_WAITER_READS",
      .type = T::kBool,
      .reader = R::kLibrary,

@@ -1,6 +1,7 @@
 // The Communicator factory and the native backend's behaviour beyond correct results (those are
-// in communicator_sweep_test.cc): names and options, argument errors, Split, Works in flight and
-// Work::Wait timeouts, collective timeouts, Abort from another thread, and the debug checks.
+// in communicator_sweep_test.cc; what every backend shares is communicator_conformance_test.cc):
+// names and options, argument errors, Split, Works in flight and Work::Wait timeouts, the
+// transports' timeout messages, and the debug checks' native-only cases.
 // Ranks are threads; communicator_process_test.cc has real processes.
 #include "paddle/collective/communicator.h"
 
@@ -567,39 +568,6 @@ TEST(CommunicatorAsyncTest, WaitTimeoutSaysWhetherTheWorkRanOrWaited) {
 
 // Rank 2 never calls: ranks 0 and 1 fail within their timeout, naming the operation and its
 // sequence number; everything after fails at once with the same cause.
-TEST(CommunicatorFailureTest, MissingRankTimesOutNamingTheOperation) {
-  GroupOptions options;
-  options.world_size = 3;
-  std::unique_ptr<CommGroup> group = MakeGroup(options);
-  ASSERT_NE(group, nullptr);
-  constexpr absl::Duration kTimeout = absl::Seconds(2);
-  std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
-    // One good operation first, so the failing one is #2.
-    RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 8, 1));
-    if (rank == 2) return absl::OkStatus();
-    Tensor t = MakeReductionInput(1000, DType::kFloat32, 2, rank, ReduceOp::kSum);
-    const absl::Time start = absl::Now();
-    std::shared_ptr<Work> work = comm.Allreduce(t, ReduceOp::kSum, CallOptions{kTimeout});
-    std::shared_ptr<Work> queued = comm.Broadcast(t, 0);
-    const absl::Status s = work->Wait();
-    const absl::Duration took = absl::Now() - start;
-    EXPECT_FALSE(s.ok());
-    EXPECT_LT(took, kTimeout + absl::Seconds(5)) << s;
-    EXPECT_THAT(s.message(), HasSubstr("allreduce #2"));
-    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("rank ", rank, "/3")));
-    const absl::Status q = queued->Wait(kGenerous);
-    EXPECT_FALSE(q.ok());
-    EXPECT_THAT(q.message(), HasSubstr("broadcast #3"));
-    EXPECT_THAT(q.message(), HasSubstr("was not run"));
-    EXPECT_THAT(q.message(), HasSubstr("allreduce #2"));
-    std::shared_ptr<Work> later = comm.Barrier();
-    EXPECT_TRUE(later->IsCompleted());  // fails at once
-    EXPECT_THAT(later->status().message(), HasSubstr("barrier #4 was not run"));
-    return absl::OkStatus();
-  });
-  EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
-}
-
 // The rank that timed out first names the missing rank, its address and the hint.
 TEST(CommunicatorFailureTest, TimeoutNamesThePeerAndTheHint) {
   // The ring, so the late rank needs a second message from the failed one (with one exchange,
@@ -644,59 +612,7 @@ TEST(CommunicatorFailureTest, PointToPointTimeoutNamesThePeer) {
   EXPECT_THAT(s.message(), HasSubstr("128 bytes"));
 }
 
-TEST(CommunicatorFailureTest, AbortFromAnotherThreadWakesEverything) {
-  std::unique_ptr<CommGroup> group = MakeGroup(2);
-  ASSERT_NE(group, nullptr);
-  Communicator& comm = group->comm(0);
-  Tensor t = NewTensor(1 << 20, DType::kFloat32);
-  // Rank 1 never joins; the operations would wait kGenerous.
-  std::shared_ptr<Work> running = comm.Allreduce(t, ReduceOp::kSum);
-  std::shared_ptr<Work> queued = comm.Barrier();
-  absl::SleepFor(absl::Milliseconds(100));
-  const absl::Time start = absl::Now();
-  std::thread aborter([&] { comm.Abort(absl::CancelledError("the job is shutting down")); });
-  const absl::Status r = running->Wait(absl::Seconds(30));
-  const absl::Status q = queued->Wait(absl::Seconds(30));
-  aborter.join();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  for (const absl::Status& s : {r, q}) {
-    EXPECT_TRUE(absl::IsCancelled(s)) << s;
-    EXPECT_THAT(s.message(), HasSubstr("the job is shutting down"));
-    EXPECT_THAT(s.message(), HasSubstr("rank 0/2"));
-  }
-  EXPECT_THAT(q.message(), HasSubstr("barrier #2 was not run"));
-  EXPECT_THAT(comm.Broadcast(t, 1)->status().message(), HasSubstr("was not run"));
-  comm.Abort(absl::InternalError("a second cause"));  // harmless; the first one stays
-  EXPECT_THAT(comm.Barrier()->status().message(), HasSubstr("the job is shutting down"));
-  // The peer learns of it through the closed link rather than by timing out.
-  const absl::Time peer_start = absl::Now();
-  const absl::Status p = group->comm(1).Allreduce(t, ReduceOp::kSum)->Wait(absl::Seconds(60));
-  EXPECT_FALSE(p.ok());
-  EXPECT_LT(absl::Now() - peer_start, absl::Seconds(30));
-}
-
 // ---- Debug checks ----
-
-TEST(CommunicatorDebugTest, MatchingCallsPassTheCheck) {
-  GroupOptions options;
-  options.world_size = 3;
-  options.debug_checks = true;
-  std::unique_ptr<CommGroup> group = MakeGroup(options);
-  ASSERT_NE(group, nullptr);
-  std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
-    RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 100, 1));
-    RETURN_IF_ERROR(comm.Barrier()->Wait());
-    // Rank r sends r + j + 1 elements to rank j, which expects as many.
-    const std::vector<int64_t> counts = {rank + 1, rank + 2, rank + 3};
-    Tensor in = NewTensor(3 * rank + 6, DType::kFloat32);
-    Tensor out = NewTensor(3 * rank + 6, DType::kFloat32);
-    RETURN_IF_ERROR(comm.Alltoallv(in, out, counts, counts)->Wait());
-    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub, comm.Split({0, 2}));
-    if (sub != nullptr) RETURN_IF_ERROR(CheckedAllreduce(*sub, sub->rank(), 7, 2));
-    return CheckedAllreduce(comm, rank, 100, 3);
-  });
-  EXPECT_TRUE(AllOk(statuses)) << DescribeFailures(statuses);
-}
 
 // Runs `call` on every rank of a fresh debug-mode group of 3 and expects every rank to fail with
 // kInvalidArgument (rank r's message containing every string of want[r]) well before the (long)
@@ -732,15 +648,6 @@ std::map<int, std::vector<std::string>> Everyone(const std::vector<std::string>&
   return {{0, want}, {1, want}, {2, want}};
 }
 
-TEST(CommunicatorDebugTest, CountMismatchFailsEveryRankNamingWhoPassedWhat) {
-  ExpectMismatch(
-      [](int rank, Communicator& comm) {
-        return comm.Allreduce(NewTensor(rank == 1 ? 10 : 12, DType::kFloat32), ReduceOp::kSum);
-      },
-      Everyone({"ranks 0, 2 called allreduce #2 (float32 x 12, sum)",
-                "rank 1 called allreduce #2 (float32 x 10, sum)", "PADDLE_DEBUG_CHECKS"}));
-}
-
 TEST(CommunicatorDebugTest, DTypeMismatchFailsEveryRank) {
   ExpectMismatch(
       [](int rank, Communicator& comm) {
@@ -749,16 +656,6 @@ TEST(CommunicatorDebugTest, DTypeMismatchFailsEveryRank) {
       },
       Everyone({"rank 2 called allgather #2 (bfloat16 x 4 per rank)",
                 "ranks 0, 1 called allgather #2 (float16 x 4 per rank)"}));
-}
-
-TEST(CommunicatorDebugTest, DifferentCollectivesFailEveryRank) {
-  ExpectMismatch(
-      [](int rank, Communicator& comm) {
-        Tensor t = NewTensor(6, DType::kInt32);
-        return rank == 0 ? comm.Broadcast(t, 0) : comm.Reduce(t, 0, ReduceOp::kMax);
-      },
-      Everyone({"rank 0 called broadcast #2 (int32 x 6, root 0)",
-                "ranks 1, 2 called reduce #2 (int32 x 6, max, root 0)"}));
 }
 
 TEST(CommunicatorDebugTest, ArgumentErrorOnOneRankFailsTheOthers) {
@@ -772,23 +669,6 @@ TEST(CommunicatorDebugTest, ArgumentErrorOnOneRankFailsTheOthers) {
          "ranks 0, 2 called allreduce #2 (int32 x 5, sum)"}},
        {1, {"allreduce #2 (int32 x 5, avg)", "int32"}},  // its own argument error
        {2, {"rank 1 called allreduce #2 (int32 x 5, avg, arguments rejected"}}});
-}
-
-TEST(CommunicatorDebugTest, AlltoallvCountsThatDoNotMatchUp) {
-  ExpectMismatch(
-      [](int rank, Communicator& comm) {
-        // Every rank sends 2 to every rank, but rank 0 expects 3 from rank 1.
-        std::vector<int64_t> send = {2, 2, 2};
-        std::vector<int64_t> recv = {2, 2, 2};
-        if (rank == 0) recv[1] = 3;
-        int64_t total = 0;
-        for (int64_t c : recv) total += c;
-        return comm.Alltoallv(NewTensor(6, DType::kFloat32), NewTensor(total, DType::kFloat32),
-                              send, recv);
-      },
-      {{0, {"rank 1 sends 2 elements to rank 0, which expects 3 (its recv_counts[1])"}},
-       {1, {"rank 1 sends 2 elements to rank 0, which expects 3 (its recv_counts[1])"}},
-       {2, {"ranks 0, 1 found that the ranks' calls do not match"}}});
 }
 
 }  // namespace

@@ -85,6 +85,23 @@ class PeerAgreement {
     return request;
   }
 
+  // Whether any stamp left or was expected in this operation.
+  bool Touched() const {
+    for (const Peer& p : peers_) {
+      if (p.sent || p.posted) return true;
+    }
+    return false;
+  }
+
+  // Sends this rank's stamp to `peer` with no message after it (AgreeWithoutData).
+  void SendStampOnly(int peer) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.sent) return;
+    p.sent = true;
+    p.out = StampFor(peer);
+    p.send = transport_.channel(peer).Send(&p.out, sizeof(CallStamp), kAgreementTag);
+  }
+
   void BeforeRecv(int peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (p.posted) return;
@@ -299,6 +316,30 @@ absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
     return s;
   }
   return MessageFailed(message, s, "");
+}
+
+absl::Status AlgorithmContext::AgreeWithoutData() const {
+  if (agreement_ == nullptr || size_ == 1 || agreement_->Touched()) return absl::OkStatus();
+  // Every rank of an all-empty call does the same, so the k-th stamp on each link still meets
+  // the k-th expected there.
+  const int next = (rank_ + 1) % size_;
+  const int previous = (rank_ + size_ - 1) % size_;
+  agreement_->SendStampOnly(next);
+  agreement_->BeforeRecv(previous);
+  const CallStamp* theirs = nullptr;
+  absl::Status s = agreement_->Receive(previous, deadline_, &theirs);
+  if (!s.ok()) {
+    return Fail(Annotate(s, absl::StrCat("waiting for the agreement stamp of rank ", previous,
+                                         " (this rank moved no data in this call)")));
+  }
+  const CallStamp mine = agreement_->StampFor(previous);
+  if (theirs == nullptr || StampsAgree(mine, *theirs)) return absl::OkStatus();
+  absl::Status error =
+      StampMismatchError(rank_, size_, previous, transport_->channel(previous).peer_address(), mine,
+                         *theirs, absl::StrCat(transport_->name(), " transport"));
+  PADDLE_LOG(INFO, COLL) << error;
+  transport_->Abort(error);
+  return error;
 }
 
 absl::Status AlgorithmContext::CheckPeerStamp(PeerMessage& message, bool message_ok) const {

@@ -143,6 +143,13 @@ class AlgorithmContext {
                               std::vector<int64_t> recv_counts = {});
   // The stamp set, if any (the workspace collectives compare it per round).
   const CallStamp* stamp() const;
+  // Note [Agreement check], for a call in which this rank moved no data (an empty tensor): sends
+  // the stamp to the next rank and compares the previous rank's, so a rank with an empty tensor
+  // among ranks with data is still caught. Only for calls in which every rank moves data or none
+  // does (not alltoallv or allgatherv, whose counts differ per rank), after the algorithm
+  // returned OK. OK at once without a stamp, with one rank, or if a stamp already left or was
+  // expected in this operation. A mismatch aborts the transport, as in Wait.
+  absl::Status AgreeWithoutData() const;
 
   // A copy whose steps start `steps` later: the second phase of a composite algorithm (ring
   // allreduce = reduce-scatter, then allgather) gets tags of its own.

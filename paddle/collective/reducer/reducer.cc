@@ -351,7 +351,7 @@ absl::Status Reducer::WaitAll() {
 //
 // The warnings come from a thread of the reducer's own, not from the waiting thread, because the
 // waiting thread waits with no timeout: Note [Waiter runs the operation] in
-// paddle/collective/backends/native/work_queue.h then lets it run the allreduce itself instead of
+// paddle/collective/backends/common/work_queue.h then lets it run the allreduce itself instead of
 // handing it to the communicator's thread and back (two cross-CPU wake-ups per bucket; see
 // docs/performance-notes.md, "Reducer waits"). The wait is still bounded: by the allreduce's own
 // collective timeout. The training thread only notes, under stall_mu_, which bucket it waits for

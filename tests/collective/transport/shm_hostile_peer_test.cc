@@ -14,16 +14,19 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "paddle/collective/store/hash_store.h"
 #include "paddle/collective/transport/shm/host_identity.h"
+#include "paddle/collective/transport/shm/node_workspace.h"
 #include "paddle/collective/transport/shm/peer_process.h"
 #include "paddle/collective/transport/shm/shm_ring.h"
 #include "paddle/collective/transport/shm/shm_segment.h"
 #include "paddle/collective/transport/shm/shm_transport.h"
+#include "tests/testing/scoped_env.h"
 
 namespace paddle {
 namespace {
@@ -72,13 +75,18 @@ class HostilePeer {
     ASSERT_TRUE(own.ok()) << own.status();
     own_ = std::move(*own);
     auto* control = static_cast<ShmControl*>(own_->data());
-    if (how.stamp) StampShmControl(*control, kWorld);
+    // Note [Shm segment owner]: the job nonce rank 0 publishes (no PADDLE_STORE_TOKEN here).
+    absl::StatusOr<std::string> nonce = store_->Get(absl::StrCat(kPrefix, "/shm/job/0"), kWait);
+    ASSERT_TRUE(nonce.ok()) << nonce.status();
+    uint64_t job_nonce = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(*nonce, &job_nonce)) << *nonce;
+    const ProcessIdentity self = ProcessIdentity::Self();
+    if (how.stamp) StampShmControl(*control, kWorld, {job_nonce, self.pid, self.start_ticks});
     if (how.edit) how.edit(*control);
     control->probe = 0x1234567;
     if (how.owner >= 0) {
       ASSERT_EQ(chown(absl::StrCat("/dev/shm", own_->name()).c_str(), how.owner, -1), 0);
     }
-    const ProcessIdentity self = ProcessIdentity::Self();
     // The entry format of EncodeInfo in shm_transport.cc.
     const std::string info =
         absl::StrCat(HostIdentity(), "\t", self.pid, "\t", self.start_ticks, "\t",
@@ -350,6 +358,27 @@ TEST(ShmHostilePeerSetupTest, OtherLayoutSizes) {
   ExpectContainsAll(status, {"is laid out for 3 ranks", "this rank expects 2"});
 }
 
+// Note [Shm segment owner]: a well-stamped segment of this user but of another job, or created
+// by a process other than the one that published it, is refused.
+TEST(ShmHostilePeerSetupTest, SegmentOfAnotherJob) {
+  HostilePeer::Segment how;
+  how.edit = [](ShmControl& control) { control.job_nonce ^= 0x5a5a; };
+  absl::Status status = Rank0SetupError(how);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  ExpectContainsAll(status, {"belongs to another job (job nonce 0x", "this job's is 0x",
+                             "peer 1 (pid ", "/paddle-"});
+}
+
+TEST(ShmHostilePeerSetupTest, SegmentOfAnotherProcess) {
+  HostilePeer::Segment how;
+  how.edit = [](ShmControl& control) { control.owner_pid = 1; };
+  absl::Status status = Rank0SetupError(how);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  ExpectContainsAll(status, {"was created by pid 1 (start tick ",
+                             absl::StrCat("not by the rank that published it, pid ", getpid()),
+                             "foreign segment"});
+}
+
 TEST(ShmHostilePeerSetupTest, ForeignNames) {
   for (const char* name : {"/other-program-segment", "/paddle-../../etc/passwd", "/paddle-",
                            "paddle-no-slash", "/paddle-a b"}) {
@@ -386,6 +415,29 @@ TEST(ShmHostilePeerSetupTest, OtherOwner) {
   EXPECT_TRUE(absl::IsPermissionDenied(status)) << status;
   ExpectContainsAll(status, {"refusing to map shared-memory segment /paddle-",
                              "belongs to uid 65534", absl::StrCat("runs as uid ", geteuid())});
+}
+
+// A transport or workspace created directly (no communicator checked the settings first) meets a
+// malformed PADDLE_SHM_SPIN_US as an error naming it, not as an abort.
+TEST(ShmSettingsTest, MalformedSpinIsAnErrorNamingTheVariableAndValue) {
+  ScopedEnv spin("PADDLE_SHM_SPIN_US", "fast");
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateShmTransport(options);
+  ASSERT_FALSE(transport.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(transport.status())) << transport.status();
+  ExpectContainsAll(transport.status(), {"PADDLE_SHM_SPIN_US", "fast", "rank 0/1"});
+
+  NodeWorkspaceOptions workspace;
+  workspace.local_rank = 0;
+  workspace.local_size = 1;
+  workspace.global_ranks = {0};
+  workspace.world_size = 1;
+  absl::StatusOr<std::unique_ptr<NodeWorkspace>> ws = NodeWorkspace::Create(workspace);
+  ASSERT_FALSE(ws.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ws.status())) << ws.status();
+  ExpectContainsAll(ws.status(), {"PADDLE_SHM_SPIN_US", "fast", "node workspace"});
 }
 
 }  // namespace

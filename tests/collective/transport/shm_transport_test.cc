@@ -247,27 +247,7 @@ TEST(ShmTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
 }
 
 TEST(ShmTransportTest, WaitTimesOutAndTheRequestStaysPending) {
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    if (ctx.rank == 1) {
-      ctx.barrier->Wait();
-      ASSERT_OK(WaitLong(*ch.Send(Payload(1, 5, 100).data(), 100, 5)));
-      return;
-    }
-    std::vector<char> got(100);
-    auto recv = ch.Recv(got.data(), 100, 5);
-    absl::Time start = absl::Now();
-    absl::Status status = recv->Wait(Deadline::After(absl::Milliseconds(50)));
-    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
-    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
-    EXPECT_TRUE(absl::StrContains(status.message(), "recv #0 (tag 5, 100 bytes) from peer 1"))
-        << status;
-    EXPECT_TRUE(absl::StrContains(status.message(), "rank 0/2")) << status;
-    EXPECT_FALSE(recv->IsCompleted());
-    ctx.barrier->Wait();
-    ASSERT_OK(WaitLong(*recv));
-    EXPECT_EQ(Mismatch(got, 1, 5), "");
-  });
+  ExpectWaitTimesOutAndTheRequestStaysPending([](const auto& body) { RunRanks(2, body); });
 }
 
 void ExpectSizeMismatch(bool receive_first, size_t sent) {
@@ -311,35 +291,11 @@ TEST(ShmTransportTest, SizeMismatchOfLargeMessage) { ExpectSizeMismatch(true, 3 
 // ---- Setup -------------------------------------------------------------------------------------
 
 TEST(ShmTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
-  TransportOptions options;
-  options.rank = 0;
-  options.world_size = 1;
-  absl::StatusOr<std::unique_ptr<Transport>> t = CreateShmTransport(options);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ((*t)->name(), "shm");
-  EXPECT_EQ((*t)->world_size(), 1);
-  options.rank = 1;
-  absl::StatusOr<std::unique_ptr<Transport>> bad = CreateShmTransport(options);
-  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
-  options.rank = 0;
-  options.world_size = 2;  // and no store
-  bad = CreateShmTransport(options);
-  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
+  ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(CreateShmTransport, "shm");
 }
 
 TEST(ShmTransportTest, MissingPeerTimesOutNamingIt) {
-  TransportOptions options;
-  options.rank = 0;
-  options.world_size = 2;
-  options.store = std::make_shared<HashStore>();
-  options.connect_timeout = absl::Milliseconds(300);
-  absl::StatusOr<std::unique_ptr<Transport>> t = CreateShmTransport(options);
-  ASSERT_FALSE(t.ok());
-  EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
-  EXPECT_TRUE(absl::StrContains(t.status().message(), "waiting for rank 1 to publish"))
-      << t.status();
-  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
+  ExpectMissingPeerTimesOutNamingIt(CreateShmTransport);
 }
 
 TEST(ShmTransportTest, MalformedCmaVariableIsAnErrorNamingIt) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "paddle/collective/rendezvous/store_barrier.h"
+#include "paddle/collective/store/hash_store.h"
 #include "paddle/collective/store/tcp_store.h"
 #include "paddle/core/logging.h"
 
@@ -181,6 +182,64 @@ std::vector<WorkerProcess> ExpectKilledProcessNamed(
     EXPECT_TRUE(absl::StrContains(output, name)) << name << " not in " << output;
   }
   return workers;
+}
+
+void ExpectWaitTimesOutAndTheRequestStaysPending(const RankRunner& run) {
+  run([&](RankContext& ctx) {
+    Channel& ch = ctx.t().channel(1 - ctx.rank);
+    if (ctx.rank == 1) {
+      ctx.barrier->Wait();
+      ASSERT_OK(WaitLong(*ch.Send(Payload(1, 5, 100).data(), 100, 5)));
+      return;
+    }
+    std::vector<char> got(100);
+    auto recv = ch.Recv(got.data(), 100, 5);
+    const absl::Time start = absl::Now();
+    absl::Status status = recv->Wait(Deadline::After(absl::Milliseconds(50)));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "recv #0 (tag 5, 100 bytes) from peer 1"))
+        << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "rank 0/2")) << status;
+    EXPECT_FALSE(recv->IsCompleted());
+    ctx.barrier->Wait();
+    ASSERT_OK(WaitLong(*recv));
+    EXPECT_EQ(Mismatch(got, 1, 5), "");
+  });
+}
+
+void ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(const TransportFactory& factory,
+                                                    const std::string& name) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> t = factory(options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), name);
+  EXPECT_EQ((*t)->world_size(), 1);
+  options.rank = 1;
+  absl::StatusOr<std::unique_ptr<Transport>> bad = factory(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  options.rank = 0;
+  options.world_size = 2;  // and no store
+  bad = factory(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
+}
+
+void ExpectMissingPeerTimesOutNamingIt(const TransportFactory& factory,
+                                       const std::string& interface_name) {
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = std::make_shared<HashStore>();
+  if (!interface_name.empty()) options.interface_name = interface_name;
+  options.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<Transport>> t = factory(options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 1 to publish")) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
 }
 
 std::unique_ptr<TcpStoreServer> StartLoopbackStoreServer() {

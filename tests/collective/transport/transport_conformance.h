@@ -56,6 +56,22 @@ void ExpectSendPairsMatchTheirTags(const RankRunner& run, size_t size);
 // for the receive cannot pass it.
 void ExpectUnexpectedLargeMessagesReuseBuffers(const RankRunner& run);
 
+// Rank 0 of 2 posts a receive and waits 50 ms for it: kDeadlineExceeded naming the request
+// ("recv #0 (tag 5, 100 bytes) from peer 1") and "rank 0/2", and the request stays pending; once
+// rank 1 sends, it completes with the right bytes.
+void ExpectWaitTimesOutAndTheRequestStaysPending(const RankRunner& run);
+
+// `factory` makes a world of one without a store, named `name`; rank 1 of one, and rank 0 of two
+// without a store, are kInvalidArgument (the latter saying "store is null").
+void ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(const TransportFactory& factory,
+                                                    const std::string& name);
+
+// Rank 0 of 2 whose peer never comes fails within a 300 ms connect timeout with
+// kDeadlineExceeded naming "rank 1 to publish" and "rank 0/2". `interface_name`, if set, is the
+// options' interface.
+void ExpectMissingPeerTimesOutNamingIt(const TransportFactory& factory,
+                                       const std::string& interface_name = "");
+
 // A TcpStoreServer on 127.0.0.1 (a free port) for worker processes; null (and a test failure) if
 // it cannot start.
 std::unique_ptr<TcpStoreServer> StartLoopbackStoreServer();

@@ -248,27 +248,7 @@ TEST(UcxTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
 }
 
 TEST(UcxTransportTest, WaitTimesOutAndTheRequestStaysPending) {
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    if (ctx.rank == 1) {
-      ctx.barrier->Wait();
-      ASSERT_OK(WaitLong(*ch.Send(Payload(1, 5, 100).data(), 100, 5)));
-      return;
-    }
-    std::vector<char> got(100);
-    auto recv = ch.Recv(got.data(), 100, 5);
-    absl::Time start = absl::Now();
-    absl::Status status = recv->Wait(Deadline::After(absl::Milliseconds(50)));
-    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
-    EXPECT_TRUE(absl::StrContains(status.message(), "recv #0 (tag 5, 100 bytes) from peer 1"))
-        << status;
-    EXPECT_TRUE(absl::StrContains(status.message(), "rank 0/2")) << status;
-    EXPECT_FALSE(recv->IsCompleted());
-    ctx.barrier->Wait();
-    ASSERT_OK(WaitLong(*recv));
-    EXPECT_EQ(Mismatch(got, 1, 5), "");
-  });
+  ExpectWaitTimesOutAndTheRequestStaysPending([](const auto& body) { RunRanks(2, body); });
 }
 
 TEST(UcxTransportTest, DestroyedWithPendingRequestsFailsThemAndThePeer) {
@@ -299,21 +279,7 @@ TEST(UcxTransportTest, DestroyedWithPendingRequestsFailsThemAndThePeer) {
 }
 
 TEST(UcxTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
-  TransportOptions options;
-  options.rank = 0;
-  options.world_size = 1;
-  absl::StatusOr<std::unique_ptr<Transport>> t = CreateUcxTransport(options);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ((*t)->name(), "ucx");
-  EXPECT_EQ((*t)->world_size(), 1);
-  options.rank = 1;
-  absl::StatusOr<std::unique_ptr<Transport>> bad = CreateUcxTransport(options);
-  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
-  options.rank = 0;
-  options.world_size = 2;  // and no store
-  bad = CreateUcxTransport(options);
-  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "store is null")) << bad.status();
+  ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(CreateUcxTransport, "ucx");
 }
 
 // ---- Loading UCX (Note [UCX loaded on demand])
@@ -362,17 +328,7 @@ TEST(UcxLibraryDeathTest, AMissingLibraryIsAClearError) {
 }
 
 TEST(UcxTransportTest, MissingPeerTimesOutNamingIt) {
-  TransportOptions options;
-  options.rank = 0;
-  options.world_size = 2;
-  options.store = std::make_shared<HashStore>();
-  options.connect_timeout = absl::Milliseconds(300);
-  absl::StatusOr<std::unique_ptr<Transport>> t = CreateUcxTransport(options);
-  ASSERT_FALSE(t.ok());
-  EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
-  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 1 to publish its address"))
-      << t.status();
-  EXPECT_TRUE(absl::StrContains(t.status().message(), "rank 0/2")) << t.status();
+  ExpectMissingPeerTimesOutNamingIt(CreateUcxTransport);
 }
 
 TEST(UcxTransportTest, GarbageAddressInTheStoreIsRejected) {
@@ -385,6 +341,71 @@ TEST(UcxTransportTest, GarbageAddressInTheStoreIsRejected) {
   ASSERT_FALSE(t.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(t.status())) << t.status();
   EXPECT_TRUE(absl::StrContains(t.status().message(), "store_prefix")) << t.status();
+}
+
+// Forwards to the job's store, except that the UCX secret it hands out is not the job's: the
+// store of a rank that can reach the job's workers but lacks its secret (Note [UCX hello proof]).
+class ImpostorStore final : public Store {
+ public:
+  explicit ImpostorStore(std::shared_ptr<Store> job) : job_(std::move(job)) {}
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    return job_->Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) override {
+    return job_->Get(key, timeout);
+  }
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override {
+    return job_->Add(key, delta);
+  }
+  absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
+                                         absl::string_view desired) override {
+    if (absl::EndsWith(key, "/ucx/secret")) return std::string(64, 'a');
+    return job_->CompareSet(key, expected, desired);
+  }
+  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override {
+    return job_->Wait(keys, timeout);
+  }
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
+    return job_->Check(keys);
+  }
+  absl::StatusOr<bool> DeleteKey(absl::string_view key) override { return job_->DeleteKey(key); }
+  absl::StatusOr<int64_t> NumKeys() override { return job_->NumKeys(); }
+  std::string Describe() const override { return "impostor of " + job_->Describe(); }
+
+ private:
+  std::shared_ptr<Store> job_;
+};
+
+// A rank that publishes an address but cannot prove it holds the job's key is never connected:
+// its hellos are dropped, and setup ends at the connect timeout naming it and why.
+TEST(UcxTransportTest, PeerWithoutTheJobSecretIsRefused) {
+  auto store = std::make_shared<HashStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> results[2];
+  std::thread impostor([&] {
+    TransportOptions options;
+    options.rank = 1;
+    options.world_size = 2;
+    options.store = std::make_shared<ImpostorStore>(store);
+    options.connect_timeout = absl::Seconds(3);
+    results[1] = CreateUcxTransport(options);
+  });
+  TransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store = store;
+  options.connect_timeout = absl::Seconds(3);
+  results[0] = CreateUcxTransport(options);
+  impostor.join();
+  for (int rank : {0, 1}) {
+    const absl::Status& status = results[rank].status();
+    ASSERT_FALSE(status.ok()) << "rank " << rank << " connected to a peer without the secret";
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::StrContains(
+        status.message(),
+        absl::StrCat("on the link to rank ", 1 - rank, " dropped a hello claiming rank ", 1 - rank,
+                     " that does not prove membership of this job")))
+        << status;
+  }
 }
 
 // ---- Real processes ----------------------------------------------------------------------------

@@ -1,14 +1,18 @@
-// The Gloo backend's agreement check: Note [Agreement check] (call_stamp.h), done in one round
-// of stamps before the call is handed to Gloo.
+// The Gloo backend's cross-rank checks: the always-on stamps of Note [Agreement check]
+// (call_stamp.h), done in one round before the call is handed to Gloo, and the debug checks of
+// Note [Collective debug checks] (backends/common/debug_checks.h), both over GlooExchange.
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "paddle/collective/backends/common/debug_checks.h"
 #include "paddle/collective/backends/gloo/gloo_communicator.h"
 #include "paddle/collective/backends/gloo/gloo_connection.h"
 #include "paddle/collective/call_stamp.h"
@@ -18,70 +22,105 @@
 namespace paddle {
 namespace {
 
-// The slot of the agreement stamps, above the send/recv slots (0x40) and every prefix Gloo's
-// collectives use. One slot for all operations: the k-th stamp from a peer meets the k-th this
-// rank expects, so drifted sequence numbers are reported, not waited on.
+// Slots of the checks' messages, above the send/recv slots (0x40) and every prefix Gloo's
+// collectives use. One slot per round for all operations: the k-th message from a peer meets
+// the k-th this rank expects, so drifted sequence numbers are reported, not waited on.
 constexpr uint8_t kStampSlotPrefix = 0x41;
+constexpr uint8_t kDebugSlotPrefix = 0x42;
+
+// A PeerExchange over unbound Gloo buffers, round r on slot (prefix, r).
+class GlooExchange final : public PeerExchange {
+ public:
+  GlooExchange(gloo::Context& context, const GlooCallInfo& info, uint8_t slot_prefix)
+      : context_(context), info_(info), slot_prefix_(slot_prefix) {}
+  int rank() const override { return info_.rank; }
+  int world_size() const override { return info_.world_size; }
+
+  absl::Status ExchangeWithAll(int round, const char* what, size_t bytes,
+                               const std::vector<std::vector<uint8_t>>& out,
+                               std::vector<std::vector<uint8_t>>* in, const CollectiveCall& call,
+                               uint64_t seq, const Deadline& deadline) override {
+    GlooCallInfo exchange = info_;
+    exchange.op = absl::StrCat(info_.op, " ", what);
+    exchange.timeout = deadline.Remaining();
+    const int n = world_size();
+    absl::Status s = CallGloo(exchange, [&] {
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sent(n), received(n);
+      const uint64_t slot = gloo::Slot::build(slot_prefix_, static_cast<uint32_t>(round));
+      for (int p = 0; p < n; ++p) {
+        if (p == rank()) continue;
+        received[p] = context_.createUnboundBuffer((*in)[p].data(), bytes);
+        sent[p] = context_.createUnboundBuffer(const_cast<uint8_t*>(out[p].data()), bytes);
+        received[p]->recv(p, slot);
+        sent[p]->send(p, slot);
+      }
+      const auto timeout = ToGlooTimeout(exchange.timeout);
+      for (int p = 0; p < n; ++p) {
+        if (p == rank()) continue;
+        received[p]->waitRecv(timeout);
+        sent[p]->waitSend(timeout);
+      }
+    });
+    // kInvalidArgument means a disagreement to the caller, never a broken exchange.
+    if (absl::IsInvalidArgument(s)) s = absl::DataLossError(s.message());
+    return s;
+  }
+
+ private:
+  gloo::Context& context_;
+  const GlooCallInfo& info_;
+  const uint8_t slot_prefix_;
+};
 
 }  // namespace
+
+absl::Status GlooCommunicator::DebugCheck(const CollectiveCall& call, const GlooCallInfo& info) {
+  GlooExchange exchange(*context_, info, kDebugSlotPrefix);
+  return CheckCallAcrossRanks(exchange, call, static_cast<uint64_t>(info.seq), /*call_valid=*/true,
+                              Deadline::After(info.timeout));
+}
 
 // Note [Agreement check] for Gloo: Gloo's messages cannot carry a stamp, and a size mismatch
 // inside Gloo aborts the process, so the stamps travel in one round of their own before the call:
 // every rank sends its stamp to, and receives one from, every other rank. Every rank then sees
 // every stamp (except the pair counts of alltoallv, which only the pair compares), so all fail
 // alike and none is left with a message to consume.
-absl::Status GlooCommunicator::ExchangeStamps(const OpInfo& info, const GlooCallInfo& call,
+absl::Status GlooCommunicator::ExchangeStamps(const CollectiveCall& call, const GlooCallInfo& info,
                                               bool* poison) {
   *poison = false;
   if (size_ == 1) return absl::OkStatus();
-  CallStamp stamp;
-  stamp.seq = static_cast<uint64_t>(call.seq);
-  const absl::optional<OpKind> kind = OpKindFromName(info.name);
-  PADDLE_CHECK(kind.has_value()) << "no OpKind named " << info.name;
-  stamp.kind = static_cast<uint8_t>(*kind);
-  if (*kind != OpKind::kBarrier) stamp.dtype = static_cast<uint8_t>(info.dtype);
-  if (info.reduce_op >= 0) stamp.op = static_cast<uint8_t>(info.reduce_op);
-  stamp.root = info.root;
-  if (*kind == OpKind::kAllgatherv) {
-    stamp.counts_hash = info.extra;  // each rank's input differs; the counts must not
-  } else if (*kind != OpKind::kAlltoallv) {
-    stamp.count = info.count;
-  }
-  std::vector<CallStamp> out(static_cast<size_t>(size_), stamp);
-  std::vector<CallStamp> in(static_cast<size_t>(size_));
-  for (int r = 0; r < size_ && !info.send_counts.empty(); ++r) {
-    out[r].send_count = info.send_counts[r];
-    out[r].recv_count = info.recv_counts[r];
-  }
-  GlooCallInfo exchange = call;
-  exchange.op = absl::StrCat(call.op, " agreement stamps");
-  RETURN_IF_ERROR(CallGloo(exchange, [&] {
-    const size_t n = sizeof(CallStamp);
-    auto sent = context_->createUnboundBuffer(out.data(), out.size() * n);
-    auto received = context_->createUnboundBuffer(in.data(), in.size() * n);
-    const uint64_t slot = gloo::Slot::build(kStampSlotPrefix, 0);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      received->recv(r, slot, r * n, n);
-      sent->send(r, slot, r * n, n);
+  const CallStamp stamp = call.Stamp(static_cast<uint64_t>(info.seq));
+  constexpr size_t kBytes = sizeof(CallStamp);
+  std::vector<std::vector<uint8_t>> out(size_, std::vector<uint8_t>(kBytes));
+  std::vector<std::vector<uint8_t>> in(size_, std::vector<uint8_t>(kBytes));
+  std::vector<CallStamp> mine(static_cast<size_t>(size_), stamp);
+  for (int r = 0; r < size_; ++r) {
+    if (call.kind == OpKind::kAlltoallv) {
+      mine[r].send_count = call.counts[r];
+      mine[r].recv_count = call.recv_counts[r];
     }
-    const auto timeout = ToGlooTimeout(call.timeout);
-    for (int r = 1; r < size_; ++r) received->waitRecv(timeout);
-    for (int r = 1; r < size_; ++r) sent->waitSend(timeout);
-  }));
+    std::memcpy(out[r].data(), &mine[r], kBytes);
+  }
+  GlooExchange exchange(*context_, info, kStampSlotPrefix);
+  RETURN_IF_ERROR(exchange.ExchangeWithAll(0, "agreement stamps", kBytes, out, &in, call,
+                                           static_cast<uint64_t>(info.seq),
+                                           Deadline::After(info.timeout)));
   absl::Status mismatch;
   std::vector<std::string> others;
   bool everyone_sees = false;
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || StampsAgree(out[r], in[r])) continue;
-    CallStamp theirs = in[r];
-    theirs.send_count = out[r].recv_count;  // equal pair counts: was the rest different?
-    theirs.recv_count = out[r].send_count;
-    everyone_sees |= !StampsAgree(out[r], theirs);
+    if (r == rank_) continue;
+    CallStamp theirs;
+    std::memcpy(&theirs, in[r].data(), kBytes);
+    if (StampsAgree(mine[r], theirs)) continue;
+    CallStamp crossed = theirs;
+    crossed.send_count = mine[r].recv_count;  // equal pair counts: was the rest different?
+    crossed.recv_count = mine[r].send_count;
+    everyone_sees |= !StampsAgree(mine[r], crossed);
     if (mismatch.ok()) {
-      mismatch = StampMismatchError(rank_, size_, r, "", out[r], in[r], "Gloo backend");
+      mismatch = StampMismatchError(rank_, size_, r, "", mine[r], theirs, "Gloo backend");
     } else {
-      others.push_back(absl::StrCat("rank ", r, ": ", DescribeStamp(in[r])));
+      others.push_back(absl::StrCat("rank ", r, ": ", DescribeStamp(theirs)));
     }
   }
   if (mismatch.ok()) return mismatch;

@@ -2,10 +2,11 @@
 //
 // Gloo brings its own algorithms and TCP transport; this backend brings the rest of the
 // Communicator contract (communicator.h): rendezvous through the job's own Store (via
-// GlooStoreAdapter), asynchronous Work run in call order on one worker thread, a timeout on every
-// operation, errors as Status with full context (CallGloo), poisoning, debug checks and a clean
-// teardown. It exists as a reference and a fallback for the native backend: same interface, an
-// independent implementation, so either can check the other.
+// GlooStoreAdapter), a timeout on every operation, errors as Status with full context (CallGloo)
+// and a clean teardown; the call descriptions and argument checks, the queue that runs
+// operations in call order with poisoning, and the debug checks come from backends/common. It
+// exists as a reference and a fallback for the native backend: same interface, an independent
+// implementation, so either can check the other.
 //
 // Note [Gloo backend semantics]
 // - Algorithms: Gloo's `gloo::allreduce` with its ring (the default, or options.algorithm "ring")
@@ -48,18 +49,17 @@
 #ifndef PADDLE_COLLECTIVE_BACKENDS_GLOO_GLOO_COMMUNICATOR_H_
 #define PADDLE_COLLECTIVE_BACKENDS_GLOO_GLOO_COMMUNICATOR_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "paddle/collective/backends/common/collective_call.h"
+#include "paddle/collective/backends/common/work_queue.h"
 #include "paddle/collective/backends/gloo/gloo_connection.h"
 #include "paddle/collective/backends/gloo/gloo_error.h"
 #include "paddle/collective/communicator.h"
@@ -71,8 +71,6 @@ namespace paddle {
 // ranks that never published their address, the time waited and the setting to change.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const CommunicatorOptions& options);
-
-class GlooWork;
 
 class GlooCommunicator : public Communicator {
  public:
@@ -106,58 +104,32 @@ class GlooCommunicator : public Communicator {
   friend absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
       const CommunicatorOptions& options);
 
-  // What an operation is, for its Work's description, the debug check and errors.
-  struct OpInfo {
-    std::string name;  // "allreduce"
-    DType dtype = DType::kFloat32;
-    int64_t count = 0;  // elements of the input (the tensor for in-place operations)
-    int root = -1;
-    int peer = -1;       // send/recv
-    int reduce_op = -1;  // a ReduceOp, or -1
-    uint64_t extra = 0;  // a hash of per-rank counts (allgatherv, alltoallv)
-    int64_t bytes = 0;
-    // Alltoallv: elements sent to and expected from each rank (the stamps' pair counts).
-    std::vector<int64_t> send_counts;
-    std::vector<int64_t> recv_counts;
-  };
-  // The body of an operation, run on the worker thread; `call` carries its sequence number
-  // (the Gloo tag) and timeout.
+  // The body of an operation, run on the queue thread; `call` carries its sequence number (the
+  // Gloo tag) and timeout.
   using Body = std::function<absl::Status(const GlooCallInfo& call)>;
-  struct Pending {
-    std::shared_ptr<GlooWork> work;
-    OpInfo info;
-    uint64_t seq = 0;
-    absl::Duration timeout;
-    bool collective = true;
-    Body body;
-  };
 
   GlooCommunicator(const CommunicatorOptions& options, int algorithm, GlooConnection connection);
 
   // Queues `body` (collectives get the next collective sequence number; send/recv their own
-  // counter, since only two ranks take part) and returns its Work; a failed `check` or a poisoned
-  // communicator returns a completed Work instead.
-  std::shared_ptr<Work> Enqueue(OpInfo info, const CallOptions& call, bool collective,
-                                const absl::Status& check, Body body);
-  void RunLoop();
-  // Runs the debug check of Note [Collective debug checks]: ranks allgather (operation, dtype,
-  // count, root, op, seq) and fail alike, naming the ranks that differ, if any does.
-  absl::Status CheckAgreement(const OpInfo& info, const GlooCallInfo& call);
+  // counter, since only two ranks take part) and returns its Work; failed `args` return a
+  // completed Work instead, using no sequence number.
+  std::shared_ptr<Work> Enqueue(const CollectiveCall& call, const CallOptions& options,
+                                const absl::Status& args, Body body);
+  // On the queue thread: the debug check if on, the stamps, then `body`.
+  WorkQueue::TaskResult RunTask(const CollectiveCall& call, uint64_t seq, absl::Duration timeout,
+                                const Body& body);
   // Note [Agreement check]: every rank sends its stamp to every other rank and compares theirs
   // before the call goes to Gloo. A mismatch is kInvalidArgument; `*poison` is set when some
   // rank may not have seen it (alltoallv pair counts only), so this one must poison.
-  absl::Status ExchangeStamps(const OpInfo& info, const GlooCallInfo& call, bool* poison);
-  // Records the first failure, fails queued operations and closes this rank's connections.
-  // Returns false (and does nothing) if the communicator was poisoned already.
-  bool Poison(const absl::Status& cause);
+  absl::Status ExchangeStamps(const CollectiveCall& call, const GlooCallInfo& info, bool* poison);
+  // Note [Collective debug checks] over Gloo's buffers.
+  absl::Status DebugCheck(const CollectiveCall& call, const GlooCallInfo& info);
+  // The queue's on_poison: publishes the cause and closes this rank's connections.
+  void OnPoison(const absl::Status& cause);
   // Note [Gloo failure reports]: what other ranks published when they were poisoned, as
   // "rank 2: CANCELLED: aborted: ..." lines; empty if none did.
   std::string ReportsFromPeers() const;
   std::string FailureKey(int rank) const;
-  // The error for the operation `what` on a communicator poisoned by `cause`.
-  absl::Status PoisonedError(const std::string& what, const absl::Status& cause) const;
-  // "allreduce #17 (float32 x 1048576, sum)": the Work's description.
-  std::string Describe(const OpInfo& info, uint64_t seq, bool collective) const;
 
   // Gloo's allreduce of `count` elements at `data` in place, combining with `op` (kAvg sums; the
   // caller divides). Worker thread.
@@ -174,16 +146,16 @@ class GlooCommunicator : public Communicator {
   // How Gloo's messages name each peer (Note [Gloo peer addresses]), for errors.
   const GlooPeerNames peer_names_;
 
-  // A std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;  // guarded by mu_
-  absl::Status poison_;        // guarded by mu_; the first failure
-  bool stopping_ = false;      // guarded by mu_
-  uint64_t next_seq_ = 1;      // guarded by mu_; collectives
-  uint64_t next_p2p_seq_ = 1;  // guarded by mu_; send/recv
+  const CallChecks checks_;
+
+  std::mutex call_mu_;
+  uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
+  uint64_t next_p2p_seq_ = 1;  // guarded by call_mu_; send/recv
   uint64_t splits_ = 0;        // Split calls so far (the caller's thread)
-  std::thread worker_;
+  std::mutex failure_mu_;
+  absl::Status failure_;  // guarded by failure_mu_; the first cause, for the destructor
+  // Last: its thread runs operations that use everything above; the destructor resets it first.
+  std::unique_ptr<WorkQueue> queue_;
 };
 
 }  // namespace paddle

@@ -36,7 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "paddle/collective/algorithms/algorithm_context.h"
-#include "paddle/collective/backends/native/collective_call.h"
+#include "paddle/collective/backends/common/collective_call.h"
 #include "paddle/collective/reduction.h"
 #include "paddle/core/tensor.h"
 

@@ -38,12 +38,12 @@
 #include "paddle/collective/algorithms/shm_collectives.h"
 #include "paddle/collective/algorithms/tree_reduce.h"
 #include "paddle/collective/argument_checks.h"
-#include "paddle/collective/backends/native/collective_call.h"
+#include "paddle/collective/backends/common/collective_call.h"
+#include "paddle/collective/backends/common/debug_checks.h"
+#include "paddle/collective/backends/common/work_queue.h"
 #include "paddle/collective/backends/native/communicator_settings.h"
 #include "paddle/collective/backends/native/cuda_support.h"
-#include "paddle/collective/backends/native/debug_checks.h"
 #include "paddle/collective/backends/native/topology.h"
-#include "paddle/collective/backends/native/work_queue.h"
 #include "paddle/collective/store/prefix_store.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/shm/host_identity.h"
@@ -66,16 +66,6 @@ uint64_t PointToPointTag(uint32_t tag) { return kControlTagBit | kPointToPointTa
 
 // How long an abandoned point-to-point request may take to fail after the transport was aborted.
 constexpr absl::Duration kDrainTimeout = absl::Seconds(30);
-
-// The fields of a call that moves `count` elements of `dtype`.
-CollectiveCall TensorCall(OpKind kind, DType dtype, int64_t count) {
-  CollectiveCall call;
-  call.kind = kind;
-  call.has_dtype = true;
-  call.dtype = dtype;
-  call.count = count;
-  return call;
-}
 
 absl::Status CheckOptions(const CommunicatorOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -123,6 +113,9 @@ class NativeCommunicator final : public Communicator {
         cuda_(CudaSupportOptions{options.rank, options.world_size, options.store,
                                  options.store_prefix, topology_.num_hosts,
                                  options.connect_timeout}),
+        checks_(options.rank, options.world_size,
+                [](const Tensor& t, absl::string_view name) { return CheckTensor(t, name, true); }),
+        debug_exchange_(*transport_, kDebugCheckTag),
         queue_(options.rank, options.world_size, [this](const absl::Status& cause) {
           transport_->Abort(cause);
           if (workspace_ != nullptr) workspace_->Abort(cause);
@@ -200,6 +193,8 @@ class NativeCommunicator final : public Communicator {
   // with transport=tcp.
   std::unique_ptr<NodeWorkspace> workspace_;
   CudaSupport cuda_;
+  const CallChecks checks_;
+  TransportExchange debug_exchange_;  // Note [Collective debug checks]
 
   std::mutex call_mu_;
   uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
@@ -232,7 +227,7 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
       auto check_work = std::make_shared<QueuedWork>(
           absl::StrCat("debug check of rejected ", work->Describe()), seq, owner_);
       queue_.Enqueue(check_work, [this, call, seq, timeout]() -> WorkQueue::TaskResult {
-        const absl::Status s = CheckCallAcrossRanks(*transport_, kDebugCheckTag, call, seq,
+        const absl::Status s = CheckCallAcrossRanks(debug_exchange_, call, seq,
                                                     /*call_valid=*/false, Deadline::After(timeout));
         return {s, /*poison=*/!absl::IsInvalidArgument(s)};
       });
@@ -251,7 +246,7 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
                                                   const std::shared_ptr<CudaCall>& cuda) {
   const Deadline deadline = Deadline::After(timeout);
   if (settings_.debug_checks && !IsPointToPoint(call.kind)) {
-    const absl::Status s = CheckCallAcrossRanks(*transport_, kDebugCheckTag, call, seq,
+    const absl::Status s = CheckCallAcrossRanks(debug_exchange_, call, seq,
                                                 /*call_valid=*/true, deadline);
     // A disagreement leaves the transport intact and the ranks in step: fail this call only,
     // like an argument error. Anything else is a transport failure.
@@ -267,19 +262,25 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
       ctx.set_stamp(call.Stamp(seq));
     }
   }
-  if (cuda != nullptr) return cuda_.Run(ctx, *cuda, [&] { return body(ctx); });
-  return body(ctx);
+  // Note [Agreement check]: a rank whose tensor is empty moved nothing, so it compares stamps
+  // on its own (AgreeWithoutData), in calls where every rank moves data or none does.
+  const bool shared_count = call.kind == OpKind::kAllreduce || call.kind == OpKind::kBroadcast ||
+                            call.kind == OpKind::kReduce || call.kind == OpKind::kAllgather ||
+                            call.kind == OpKind::kReduceScatter || call.kind == OpKind::kAlltoall;
+  auto run = [&]() -> absl::Status {
+    RETURN_IF_ERROR(body(ctx));
+    return shared_count && call.count == 0 ? ctx.AgreeWithoutData() : absl::OkStatus();
+  };
+  if (cuda != nullptr) return cuda_.Run(ctx, *cuda, run);
+  return run();
 }
 
 // ---- Collectives ----
 
 std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
                                                     CallOptions call_options) {
-  CollectiveCall call = TensorCall(OpKind::kAllreduce, tensor.dtype(), tensor.numel());
-  call.has_op = true;
-  call.op = op;
-  absl::Status args = CheckTensor(tensor, "tensor", true);
-  if (args.ok()) args = CheckReduction(tensor.dtype(), op);
+  absl::Status args;
+  const CollectiveCall call = checks_.Allreduce(tensor, op, &args);
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
   return Submit(call, args, call_options, cuda, [this, tensor, op](const AlgorithmContext& ctx) {
@@ -296,10 +297,8 @@ std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
 
 std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
                                                     CallOptions call_options) {
-  CollectiveCall call = TensorCall(OpKind::kBroadcast, tensor.dtype(), tensor.numel());
-  call.root = root;
-  absl::Status args = CheckTensor(tensor, "tensor", true);
-  if (args.ok()) args = CheckRankArgument(root, size(), "root");
+  absl::Status args;
+  const CollectiveCall call = checks_.Broadcast(tensor, root, &args);
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
   return Submit(call, args, call_options, cuda, [this, tensor, root](const AlgorithmContext& ctx) {
@@ -312,13 +311,8 @@ std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
 
 std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, ReduceOp op,
                                                  CallOptions call_options) {
-  CollectiveCall call = TensorCall(OpKind::kReduce, tensor.dtype(), tensor.numel());
-  call.has_op = true;
-  call.op = op;
-  call.root = root;
-  absl::Status args = CheckTensor(tensor, "tensor", true);
-  if (args.ok()) args = CheckRankArgument(root, size(), "root");
-  if (args.ok()) args = CheckReduction(tensor.dtype(), op);
+  absl::Status args;
+  const CollectiveCall call = checks_.Reduce(tensor, root, op, &args);
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
   return Submit(call, args, call_options, cuda, [tensor, root, op](const AlgorithmContext& ctx) {
@@ -328,19 +322,11 @@ std::shared_ptr<Work> NativeCommunicator::Reduce(Tensor tensor, int root, Reduce
 
 std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
                                                     CallOptions call_options) {
-  CollectiveCall call = TensorCall(OpKind::kAllgather, input.dtype(), input.numel());
-  absl::Status args = CheckTensor(input, "input", true);
-  if (args.ok()) args = CheckTensor(output, "output", true);
-  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
-  if (args.ok()) {
-    args = CheckNumel(output, "output", size() * input.numel(),
-                      absl::StrCat("world size ", size(), " x the input's ", input.numel()));
-  }
-  const size_t block_offset = static_cast<size_t>(rank()) * input.nbytes();
-  // In place is allowed: the input may be exactly this rank's block of the output.
-  const bool in_place = args.ok() && static_cast<char*>(input.data()) ==
-                                         static_cast<char*>(output.data()) + block_offset;
-  if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
+  absl::Status args;
+  const CollectiveCall call = checks_.Allgather(input, output, &args);
+  const size_t block_offset = checks_.BlockOffset(input, nullptr);
+  const bool in_place =
+      static_cast<char*>(input.data()) == static_cast<char*>(output.data()) + block_offset;
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
   return Submit(call, args, call_options, cuda,
@@ -360,27 +346,11 @@ std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
 std::shared_ptr<Work> NativeCommunicator::Allgatherv(Tensor input, Tensor output,
                                                      std::vector<int64_t> counts,
                                                      CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kAllgatherv;
-  call.has_dtype = true;
-  call.dtype = input.dtype();
-  call.counts = counts;
-  int64_t total = 0;
-  absl::Status args = CheckTensor(input, "input", true);
-  if (args.ok()) args = CheckTensor(output, "output", true);
-  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
-  if (args.ok()) args = CheckCountsArgument(counts, size(), "counts", &total);
-  call.count = total;
-  if (args.ok()) {
-    args = CheckNumel(input, "input", counts[rank()], absl::StrCat("counts[", rank(), "]"));
-  }
-  if (args.ok()) args = CheckNumel(output, "output", total, "the sum of counts");
-  int64_t offset = 0;
-  for (int r = 0; args.ok() && r < rank(); ++r) offset += counts[r];
-  const size_t block_offset = args.ok() ? static_cast<size_t>(offset) * input.element_size() : 0;
+  absl::Status args;
+  const CollectiveCall call = checks_.Allgatherv(input, output, counts, &args);
+  const size_t block_offset = args.ok() ? checks_.BlockOffset(input, &counts) : 0;
   const bool in_place = args.ok() && static_cast<char*>(input.data()) ==
                                          static_cast<char*>(output.data()) + block_offset;
-  if (args.ok() && !in_place) args = CheckDisjoint(input, "input", output, "output");
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
   return Submit(call, args, call_options, cuda,
@@ -395,17 +365,8 @@ std::shared_ptr<Work> NativeCommunicator::Allgatherv(Tensor input, Tensor output
 
 std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp op,
                                                         CallOptions call_options) {
-  CollectiveCall call = TensorCall(OpKind::kReduceScatter, input.dtype(), output.numel());
-  call.has_op = true;
-  call.op = op;
-  absl::Status args = CheckTensor(input, "input", true);
-  if (args.ok()) args = CheckTensor(output, "output", true);
-  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
-  if (args.ok()) {
-    args = CheckNumel(input, "input", size() * output.numel(),
-                      absl::StrCat("world size ", size(), " x the output's ", output.numel()));
-  }
-  if (args.ok()) args = CheckReduction(input.dtype(), op);
+  absl::Status args;
+  const CollectiveCall call = checks_.ReduceScatter(input, output, op, &args);
   const int n = size();
   const int me = rank();
   std::shared_ptr<CudaCall> cuda;
@@ -441,22 +402,8 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
 
 std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
                                                    CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kAlltoall;
-  call.has_dtype = true;
-  call.dtype = input.dtype();
-  call.count = input.numel() / size();
-  absl::Status args = CheckTensor(input, "input", true);
-  if (args.ok()) args = CheckTensor(output, "output", true);
-  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
-  if (args.ok() && input.numel() % size() != 0) {
-    args = absl::InvalidArgumentError(
-        absl::StrCat("input ", input.ToString(), " has ", input.numel(),
-                     " elements, not a multiple of the world size ", size(),
-                     " (alltoall sends every rank an equal block)"));
-  }
-  if (args.ok()) args = CheckNumel(output, "output", input.numel(), "as many as the input");
-  if (args.ok()) args = CheckDisjoint(input, "input", output, "output");
+  absl::Status args;
+  const CollectiveCall call = checks_.Alltoall(input, output, &args);
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
   return Submit(
@@ -469,25 +416,8 @@ std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
                                                     std::vector<int64_t> send_counts,
                                                     std::vector<int64_t> recv_counts,
                                                     CallOptions call_options) {
-  CollectiveCall call = TensorCall(OpKind::kAlltoallv, input.dtype(), input.numel());
-  call.counts = send_counts;
-  call.recv_counts = recv_counts;
-  int64_t send_total = 0;
-  int64_t recv_total = 0;
-  absl::Status args = CheckTensor(input, "input", true);
-  if (args.ok()) args = CheckTensor(output, "output", true);
-  if (args.ok()) args = CheckSameDType(input, "input", output, "output");
-  if (args.ok()) args = CheckCountsArgument(send_counts, size(), "send_counts", &send_total);
-  if (args.ok()) args = CheckCountsArgument(recv_counts, size(), "recv_counts", &recv_total);
-  if (args.ok()) args = CheckNumel(input, "input", send_total, "the sum of send_counts");
-  if (args.ok()) args = CheckNumel(output, "output", recv_total, "the sum of recv_counts");
-  if (args.ok() && send_counts[rank()] != recv_counts[rank()]) {
-    args = absl::InvalidArgumentError(
-        absl::StrCat("send_counts[", rank(), "] = ", send_counts[rank()], " but recv_counts[",
-                     rank(), "] = ", recv_counts[rank()],
-                     ": the block this rank sends itself must be what it expects from itself"));
-  }
-  if (args.ok()) args = CheckDisjoint(input, "input", output, "output");
+  absl::Status args;
+  const CollectiveCall call = checks_.Alltoallv(input, output, send_counts, recv_counts, &args);
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
   return Submit(call, args, call_options, cuda,
@@ -498,9 +428,7 @@ std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
 }
 
 std::shared_ptr<Work> NativeCommunicator::Barrier(CallOptions call_options) {
-  CollectiveCall call;
-  call.kind = OpKind::kBarrier;
-  return Submit(call, absl::OkStatus(), call_options, nullptr,
+  return Submit(checks_.Barrier(), absl::OkStatus(), call_options, nullptr,
                 [](const AlgorithmContext& ctx) { return DisseminationBarrier(ctx); });
 }
 
@@ -519,17 +447,8 @@ std::shared_ptr<Work> NativeCommunicator::Recv(Tensor tensor, int src, uint32_t 
 std::shared_ptr<Work> NativeCommunicator::SubmitPointToPoint(bool is_send, const Tensor& tensor,
                                                              int peer, uint32_t tag,
                                                              const CallOptions& call_options) {
-  CollectiveCall call =
-      TensorCall(is_send ? OpKind::kSend : OpKind::kRecv, tensor.dtype(), tensor.numel());
-  call.root = peer;
-  call.tag = tag;
-  absl::Status args = CheckTensor(tensor, "tensor", true);
-  if (args.ok())
-    args = CheckRankArgument(peer, size(), is_send ? "destination rank" : "source rank");
-  if (args.ok() && peer == rank()) {
-    args = absl::InvalidArgumentError(absl::StrCat(
-        "rank ", peer, is_send ? " cannot send to itself" : " cannot receive from itself"));
-  }
+  absl::Status args;
+  const CollectiveCall call = checks_.PointToPoint(is_send, tensor, peer, tag, &args);
   Tensor t = tensor;  // becomes a host view when staged
   std::shared_ptr<CudaCall> cuda;
   if (args.ok())
@@ -584,19 +503,8 @@ absl::Status NativeCommunicator::PointToPoint(const AlgorithmContext& ctx, bool 
 // ---- Split and Abort ----
 
 absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::Split(std::vector<int> ranks) {
-  CollectiveCall call;
-  call.kind = OpKind::kSplit;
-  call.count = static_cast<int64_t>(ranks.size());
-  call.counts.assign(ranks.begin(), ranks.end());
   absl::Status args;
-  if (ranks.empty()) args = absl::InvalidArgumentError("the rank list is empty");
-  for (size_t i = 0; args.ok() && i < ranks.size(); ++i) {
-    args = CheckRankArgument(ranks[i], size(), absl::StrCat("ranks[", i, "]"));
-    if (args.ok() && i > 0 && ranks[i] <= ranks[i - 1]) {
-      args = absl::InvalidArgumentError(
-          absl::StrCat("ranks ", CountsToString(call.counts), " are not sorted and unique"));
-    }
-  }
+  const CollectiveCall call = checks_.Split(ranks, &args);
   // The result travels from the queue thread through this slot; the Work's own status says
   // whether the group agreed (a debug-check mismatch poisons the communicator, a failed
   // connection of the new group does not).

@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "paddle/collective/argument_checks.h"
+#include "paddle/collective/backends/common/collective_call.h"
 #include "paddle/collective/backends/nccl/nccl_comm.h"
 #include "paddle/collective/backends/nccl/nccl_status.h"
 #include "paddle/collective/backends/nccl/nccl_work.h"
@@ -36,33 +37,6 @@ constexpr absl::Duration kWatchdogInterval = absl::Milliseconds(2);
 
 // The NCCL calls of one operation, issued on `stream`.
 using Body = std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)>;
-
-// What an operation is, for its description and errors.
-struct OpInfo {
-  std::string name;
-  DType dtype = DType::kFloat32;
-  int64_t count = 0;
-  int root = -1;
-  int peer = -1;
-  int reduce_op = -1;
-  int64_t bytes = 0;
-  uint32_t tag = 0;
-};
-
-std::string DescribeOp(const OpInfo& info, uint64_t seq) {
-  std::string out = absl::StrCat(info.name, " #", seq);
-  if (info.name == "barrier") return out;
-  absl::StrAppend(&out, " (", DTypeName(info.dtype), " x ", info.count);
-  if (info.reduce_op >= 0) {
-    absl::StrAppend(&out, ", ", ReduceOpName(static_cast<ReduceOp>(info.reduce_op)));
-  }
-  if (info.root >= 0) absl::StrAppend(&out, ", root ", info.root);
-  if (info.peer >= 0) {
-    absl::StrAppend(&out, info.name == "send" ? ", to rank " : ", from rank ", info.peer, ", tag ",
-                    info.tag);
-  }
-  return absl::StrCat(out, ")");
-}
 
 // A defined, contiguous CUDA tensor on `device` with a dtype NCCL has.
 absl::Status CheckCudaTensor(const Tensor& tensor, absl::string_view name, int device) {
@@ -180,10 +154,13 @@ class NcclCommunicator : public Communicator {
         rank_(options.rank),
         size_(options.world_size),
         device_(comm->device()),
-        comm_(std::move(comm)) {}
+        comm_(std::move(comm)),
+        checks_(rank_, size_, [device = device_](const Tensor& t, absl::string_view name) {
+          return CheckCudaTensor(t, name, device);
+        }) {}
 
   // Checks, sequences and issues one operation (Note [NCCL streams]); returns its Work.
-  std::shared_ptr<Work> Launch(const OpInfo& info, const CallOptions& call, bool collective,
+  std::shared_ptr<Work> Launch(const CollectiveCall& info, const CallOptions& call,
                                const absl::Status& check, std::vector<Tensor> keep,
                                const Body& body);
   absl::Status IssueOnStream(const Body& body, absl::Time deadline, cudaEvent_t end);
@@ -199,6 +176,7 @@ class NcclCommunicator : public Communicator {
   const int size_;
   const int device_;
   const std::shared_ptr<NcclComm> comm_;
+  const CallChecks checks_;
   cudaStream_t stream_ = nullptr;
   float* barrier_buffer_ = nullptr;  // one device float for Barrier
 
@@ -290,12 +268,13 @@ absl::Status NcclCommunicator::IssueOnStream(const Body& body, absl::Time deadli
   return absl::OkStatus();
 }
 
-std::shared_ptr<Work> NcclCommunicator::Launch(const OpInfo& info, const CallOptions& call,
-                                               bool collective, const absl::Status& check,
-                                               std::vector<Tensor> keep, const Body& body) {
+std::shared_ptr<Work> NcclCommunicator::Launch(const CollectiveCall& info, const CallOptions& call,
+                                               const absl::Status& check, std::vector<Tensor> keep,
+                                               const Body& body) {
   std::lock_guard<std::mutex> launch_lock(launch_mu_);
+  const bool collective = !IsPointToPoint(info.kind);
   Pending op;
-  op.name = info.name;
+  op.name = std::string(OpKindName(info.kind));
   op.bytes = info.bytes;
   op.timeout = call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
   absl::Status poison;
@@ -306,12 +285,12 @@ std::shared_ptr<Work> NcclCommunicator::Launch(const OpInfo& info, const CallOpt
     if (check.ok() && poison_.ok()) ++counter;  // a rejected call uses no sequence number
     poison = poison_;
   }
-  const std::string description = DescribeOp(info, op.seq);
+  const std::string description = info.Describe(op.seq);
   if (!check.ok()) {
     auto work = std::make_shared<NcclWork>(description, op.seq, rank_, size_, comm_, nullptr);
     work->Complete(ErrorContext()
                        .Rank(rank_, size_)
-                       .Op(info.name, static_cast<int64_t>(op.seq))
+                       .Op(op.name, static_cast<int64_t>(op.seq))
                        .Wrap(Annotate(check, description)));
     return work;
   }
@@ -467,16 +446,9 @@ ncclResult_t GroupedExchange(const Tensor& send, const std::vector<int64_t>& sen
 }  // namespace
 
 std::shared_ptr<Work> NcclCommunicator::Allreduce(Tensor tensor, ReduceOp op, CallOptions call) {
-  OpInfo info{"allreduce",
-              tensor.dtype(),
-              tensor.numel(),
-              -1,
-              -1,
-              static_cast<int>(op),
-              static_cast<int64_t>(tensor.nbytes())};
-  absl::Status check = CheckCudaTensor(tensor, "tensor", device_);
-  if (check.ok()) check = CheckReduction(tensor.dtype(), op);
-  return Launch(info, call, true, check, {tensor}, [tensor, op](ncclComm_t c, cudaStream_t s) {
+  absl::Status check;
+  const CollectiveCall info = checks_.Allreduce(tensor, op, &check);
+  return Launch(info, call, check, {tensor}, [tensor, op](ncclComm_t c, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;
     return ncclAllReduce(tensor.data(), tensor.data(), static_cast<size_t>(tensor.numel()),
                          *NcclDataType(tensor.dtype()), *NcclRedOp(op), c, s);
@@ -484,16 +456,9 @@ std::shared_ptr<Work> NcclCommunicator::Allreduce(Tensor tensor, ReduceOp op, Ca
 }
 
 std::shared_ptr<Work> NcclCommunicator::Broadcast(Tensor tensor, int root, CallOptions call) {
-  OpInfo info{"broadcast",
-              tensor.dtype(),
-              tensor.numel(),
-              root,
-              -1,
-              -1,
-              static_cast<int64_t>(tensor.nbytes())};
-  absl::Status check = CheckCudaTensor(tensor, "tensor", device_);
-  if (check.ok()) check = CheckRankArgument(root, size_, "root");
-  return Launch(info, call, true, check, {tensor}, [tensor, root](ncclComm_t c, cudaStream_t s) {
+  absl::Status check;
+  const CollectiveCall info = checks_.Broadcast(tensor, root, &check);
+  return Launch(info, call, check, {tensor}, [tensor, root](ncclComm_t c, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;
     return ncclBroadcast(tensor.data(), tensor.data(), static_cast<size_t>(tensor.numel()),
                          *NcclDataType(tensor.dtype()), root, c, s);
@@ -502,61 +467,30 @@ std::shared_ptr<Work> NcclCommunicator::Broadcast(Tensor tensor, int root, CallO
 
 std::shared_ptr<Work> NcclCommunicator::Reduce(Tensor tensor, int root, ReduceOp op,
                                                CallOptions call) {
-  OpInfo info{"reduce",
-              tensor.dtype(),
-              tensor.numel(),
-              root,
-              -1,
-              static_cast<int>(op),
-              static_cast<int64_t>(tensor.nbytes())};
-  absl::Status check = CheckCudaTensor(tensor, "tensor", device_);
-  if (check.ok()) check = CheckRankArgument(root, size_, "root");
-  if (check.ok()) check = CheckReduction(tensor.dtype(), op);
-  return Launch(
-      info, call, true, check, {tensor}, [tensor, root, op](ncclComm_t c, cudaStream_t s) {
-        if (tensor.numel() == 0) return ncclSuccess;
-        return ncclReduce(tensor.data(), tensor.data(), static_cast<size_t>(tensor.numel()),
-                          *NcclDataType(tensor.dtype()), *NcclRedOp(op), root, c, s);
-      });
+  absl::Status check;
+  const CollectiveCall info = checks_.Reduce(tensor, root, op, &check);
+  return Launch(info, call, check, {tensor}, [tensor, root, op](ncclComm_t c, cudaStream_t s) {
+    if (tensor.numel() == 0) return ncclSuccess;
+    return ncclReduce(tensor.data(), tensor.data(), static_cast<size_t>(tensor.numel()),
+                      *NcclDataType(tensor.dtype()), *NcclRedOp(op), root, c, s);
+  });
 }
 
 std::shared_ptr<Work> NcclCommunicator::Allgather(Tensor input, Tensor output, CallOptions call) {
-  OpInfo info{
-      "allgather", input.dtype(), input.numel(), -1, -1, -1, static_cast<int64_t>(output.nbytes())};
-  absl::Status check = CheckCudaTensor(input, "input", device_);
-  if (check.ok()) check = CheckCudaTensor(output, "output", device_);
-  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
-  if (check.ok()) {
-    check = CheckNumel(output, "output", input.numel() * size_,
-                       absl::StrCat("world size ", size_, " x ", input.numel(), " input elements"));
-  }
-  return Launch(
-      info, call, true, check, {input, output}, [input, output](ncclComm_t c, cudaStream_t s) {
-        if (input.numel() == 0) return ncclSuccess;
-        return ncclAllGather(input.data(), output.data(), static_cast<size_t>(input.numel()),
-                             *NcclDataType(input.dtype()), c, s);
-      });
+  absl::Status check;
+  const CollectiveCall info = checks_.Allgather(input, output, &check);
+  return Launch(info, call, check, {input, output}, [input, output](ncclComm_t c, cudaStream_t s) {
+    if (input.numel() == 0) return ncclSuccess;
+    return ncclAllGather(input.data(), output.data(), static_cast<size_t>(input.numel()),
+                         *NcclDataType(input.dtype()), c, s);
+  });
 }
 
 std::shared_ptr<Work> NcclCommunicator::Allgatherv(Tensor input, Tensor output,
                                                    std::vector<int64_t> counts, CallOptions call) {
-  OpInfo info{"allgatherv",
-              input.dtype(),
-              input.numel(),
-              -1,
-              -1,
-              -1,
-              static_cast<int64_t>(output.nbytes())};
-  absl::Status check = CheckCudaTensor(input, "input", device_);
-  if (check.ok()) check = CheckCudaTensor(output, "output", device_);
-  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
-  int64_t total = 0;
-  if (check.ok()) check = CheckCountsArgument(counts, size_, "counts", &total);
-  if (check.ok()) {
-    check = CheckNumel(input, "input", counts[rank_], absl::StrCat("counts[", rank_, "]"));
-  }
-  if (check.ok()) check = CheckNumel(output, "output", total, "the sum of counts");
-  return Launch(info, call, true, check, {input, output},
+  absl::Status check;
+  const CollectiveCall info = checks_.Allgatherv(input, output, counts, &check);
+  return Launch(info, call, check, {input, output},
                 [input, output, counts](ncclComm_t c, cudaStream_t s) {
                   return GroupedExchange(input, {}, output, counts, true, c, s);
                 });
@@ -564,24 +498,10 @@ std::shared_ptr<Work> NcclCommunicator::Allgatherv(Tensor input, Tensor output,
 
 std::shared_ptr<Work> NcclCommunicator::ReduceScatter(Tensor input, Tensor output, ReduceOp op,
                                                       CallOptions call) {
-  OpInfo info{"reduce_scatter",
-              input.dtype(),
-              input.numel(),
-              -1,
-              -1,
-              static_cast<int>(op),
-              static_cast<int64_t>(input.nbytes())};
-  absl::Status check = CheckCudaTensor(input, "input", device_);
-  if (check.ok()) check = CheckCudaTensor(output, "output", device_);
-  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
-  if (check.ok()) check = CheckReduction(input.dtype(), op);
-  if (check.ok()) {
-    check =
-        CheckNumel(input, "input", output.numel() * size_,
-                   absl::StrCat("world size ", size_, " x ", output.numel(), " output elements"));
-  }
+  absl::Status check;
+  const CollectiveCall info = checks_.ReduceScatter(input, output, op, &check);
   return Launch(
-      info, call, true, check, {input, output}, [input, output, op](ncclComm_t c, cudaStream_t s) {
+      info, call, check, {input, output}, [input, output, op](ncclComm_t c, cudaStream_t s) {
         if (output.numel() == 0) return ncclSuccess;
         return ncclReduceScatter(input.data(), output.data(), static_cast<size_t>(output.numel()),
                                  *NcclDataType(input.dtype()), *NcclRedOp(op), c, s);
@@ -589,18 +509,10 @@ std::shared_ptr<Work> NcclCommunicator::ReduceScatter(Tensor input, Tensor outpu
 }
 
 std::shared_ptr<Work> NcclCommunicator::Alltoall(Tensor input, Tensor output, CallOptions call) {
-  OpInfo info{
-      "alltoall", input.dtype(), input.numel(), -1, -1, -1, static_cast<int64_t>(input.nbytes())};
-  absl::Status check = CheckCudaTensor(input, "input", device_);
-  if (check.ok()) check = CheckCudaTensor(output, "output", device_);
-  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
-  if (check.ok() && (input.numel() != output.numel() || input.numel() % size_ != 0)) {
-    check = absl::InvalidArgumentError(
-        absl::StrCat("input has ", input.numel(), " elements and output ", output.numel(),
-                     "; both need the same count, a multiple of the world size ", size_));
-  }
-  const std::vector<int64_t> blocks(size_, size_ > 0 ? input.numel() / size_ : 0);
-  return Launch(info, call, true, check, {input, output},
+  absl::Status check;
+  const CollectiveCall info = checks_.Alltoall(input, output, &check);
+  const std::vector<int64_t> blocks(size_, input.numel() / size_);
+  return Launch(info, call, check, {input, output},
                 [input, output, blocks](ncclComm_t c, cudaStream_t s) {
                   return GroupedExchange(input, blocks, output, blocks, false, c, s);
                 });
@@ -610,40 +522,28 @@ std::shared_ptr<Work> NcclCommunicator::Alltoallv(Tensor input, Tensor output,
                                                   std::vector<int64_t> send_counts,
                                                   std::vector<int64_t> recv_counts,
                                                   CallOptions call) {
-  OpInfo info{
-      "alltoallv", input.dtype(), input.numel(), -1, -1, -1, static_cast<int64_t>(input.nbytes())};
-  absl::Status check = CheckCudaTensor(input, "input", device_);
-  if (check.ok()) check = CheckCudaTensor(output, "output", device_);
-  if (check.ok()) check = CheckSameDType(input, "input", output, "output");
-  int64_t sent = 0;
-  int64_t received = 0;
-  if (check.ok()) check = CheckCountsArgument(send_counts, size_, "send_counts", &sent);
-  if (check.ok()) check = CheckCountsArgument(recv_counts, size_, "recv_counts", &received);
-  if (check.ok()) check = CheckNumel(input, "input", sent, "the sum of send_counts");
-  if (check.ok()) check = CheckNumel(output, "output", received, "the sum of recv_counts");
-  return Launch(info, call, true, check, {input, output},
+  absl::Status check;
+  const CollectiveCall info = checks_.Alltoallv(input, output, send_counts, recv_counts, &check);
+  return Launch(info, call, check, {input, output},
                 [input, output, send_counts, recv_counts](ncclComm_t c, cudaStream_t s) {
                   return GroupedExchange(input, send_counts, output, recv_counts, false, c, s);
                 });
 }
 
 std::shared_ptr<Work> NcclCommunicator::Barrier(CallOptions call) {
-  OpInfo info{"barrier", DType::kFloat32, 1, -1, -1, -1, 4};
+  CollectiveCall info = checks_.Barrier();
+  info.bytes = sizeof(float);
   float* buffer = barrier_buffer_;
-  return Launch(info, call, true, absl::OkStatus(), {}, [buffer](ncclComm_t c, cudaStream_t s) {
+  return Launch(info, call, absl::OkStatus(), {}, [buffer](ncclComm_t c, cudaStream_t s) {
     return ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, c, s);
   });
 }
 
 std::shared_ptr<Work> NcclCommunicator::Send(Tensor tensor, int dst, uint32_t tag,
                                              CallOptions call) {
-  OpInfo info{
-      "send", tensor.dtype(), tensor.numel(), -1, dst, -1, static_cast<int64_t>(tensor.nbytes()),
-      tag};
-  absl::Status check = CheckCudaTensor(tensor, "tensor", device_);
-  if (check.ok()) check = CheckRankArgument(dst, size_, "destination rank");
-  if (check.ok() && dst == rank_) check = absl::InvalidArgumentError("send to this rank itself");
-  return Launch(info, call, false, check, {tensor}, [tensor, dst](ncclComm_t c, cudaStream_t s) {
+  absl::Status check;
+  const CollectiveCall info = checks_.PointToPoint(true, tensor, dst, tag, &check);
+  return Launch(info, call, check, {tensor}, [tensor, dst](ncclComm_t c, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;
     return ncclSend(tensor.data(), static_cast<size_t>(tensor.numel()),
                     *NcclDataType(tensor.dtype()), dst, c, s);
@@ -652,14 +552,9 @@ std::shared_ptr<Work> NcclCommunicator::Send(Tensor tensor, int dst, uint32_t ta
 
 std::shared_ptr<Work> NcclCommunicator::Recv(Tensor tensor, int src, uint32_t tag,
                                              CallOptions call) {
-  OpInfo info{
-      "recv", tensor.dtype(), tensor.numel(), -1, src, -1, static_cast<int64_t>(tensor.nbytes()),
-      tag};
-  absl::Status check = CheckCudaTensor(tensor, "tensor", device_);
-  if (check.ok()) check = CheckRankArgument(src, size_, "source rank");
-  if (check.ok() && src == rank_)
-    check = absl::InvalidArgumentError("receive from this rank itself");
-  return Launch(info, call, false, check, {tensor}, [tensor, src](ncclComm_t c, cudaStream_t s) {
+  absl::Status check;
+  const CollectiveCall info = checks_.PointToPoint(false, tensor, src, tag, &check);
+  return Launch(info, call, check, {tensor}, [tensor, src](ncclComm_t c, cudaStream_t s) {
     if (tensor.numel() == 0) return ncclSuccess;
     return ncclRecv(tensor.data(), static_cast<size_t>(tensor.numel()),
                     *NcclDataType(tensor.dtype()), src, c, s);

@@ -92,6 +92,8 @@ absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(
   if (options.local_size > 1 && options.store == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": needs a store"));
   }
+  absl::StatusOr<absl::Duration> spin = DefaultShmSpin(options.local_size);
+  if (!spin.ok()) return Annotate(spin.status(), where);
   const size_t bytes = SegmentBytes(options.local_size, options.slot_bytes);
   const std::string name_key = absl::StrCat(options.store_prefix, "/segment");
   std::unique_ptr<ShmSegment> segment;
@@ -134,7 +136,7 @@ absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(
                        options.slot_bytes, " (set ", kSlotBytesEnvVar, " alike on every rank)"));
     }
   }
-  std::unique_ptr<NodeWorkspace> ws(new NodeWorkspace(options, std::move(segment)));
+  std::unique_ptr<NodeWorkspace> ws(new NodeWorkspace(options, std::move(segment), *spin));
   WorkspaceRankControl& me = ws->control(options.local_rank);
   me.identity = ProcessIdentity::Self();
   // Touch this rank's slots now, so their page faults happen here and not in the first round.
@@ -162,12 +164,12 @@ absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(
 }
 
 NodeWorkspace::NodeWorkspace(const NodeWorkspaceOptions& options,
-                             std::unique_ptr<ShmSegment> segment)
+                             std::unique_ptr<ShmSegment> segment, absl::Duration spin)
     : options_(options),
       segment_(std::move(segment)),
       header_(static_cast<WorkspaceHeader*>(segment_->data())),
       slots_(static_cast<uint8_t*>(segment_->data()) + SlotsOffset(options.local_size)),
-      spin_(DefaultShmSpin(options.local_size)) {}
+      spin_(spin) {}
 
 NodeWorkspace::~NodeWorkspace() = default;
 

@@ -98,7 +98,8 @@ class NodeWorkspace {
   void Abort(const absl::Status& cause);
 
  private:
-  NodeWorkspace(const NodeWorkspaceOptions& options, std::unique_ptr<ShmSegment> segment);
+  NodeWorkspace(const NodeWorkspaceOptions& options, std::unique_ptr<ShmSegment> segment,
+                absl::Duration spin);
   WorkspaceRankControl& control(int local) const;
   absl::Status CheckPeer(int local) const;
   std::string DescribePeer(int local) const;
@@ -108,7 +109,7 @@ class NodeWorkspace {
   WorkspaceHeader* header_;
   uint8_t* slots_;
   uint64_t round_ = 0;
-  absl::Duration spin_;
+  const absl::Duration spin_;
   ShmSpinHistory spin_history_;  // Note [Adaptive spin]
 };
 

@@ -49,7 +49,10 @@ absl::Status Corrupt(uint32_t tail, const ShmRecord& record, absl::string_view w
 
 }  // namespace
 
-void StampShmControl(ShmControl& control, int world_size) {
+void StampShmControl(ShmControl& control, int world_size, const ShmSegmentOwner& owner) {
+  control.job_nonce = owner.job_nonce;
+  control.owner_pid = owner.pid;
+  control.owner_start_ticks = owner.start_ticks;
   control.magic = kShmControlMagic;
   control.version = kShmLayoutVersion;
   control.world_size = static_cast<uint32_t>(world_size);
@@ -57,8 +60,12 @@ void StampShmControl(ShmControl& control, int world_size) {
   control.ring_bytes = kShmRingBytes;
 }
 
-absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::string_view segment) {
+absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::string_view segment,
+                             const ShmSegmentOwner& expected) {
   // Note [Untrusted rings]: each field is read once.
+  const uint64_t job_nonce = control.job_nonce;
+  const int32_t owner_pid = control.owner_pid;
+  const uint64_t owner_start_ticks = control.owner_start_ticks;
   const uint64_t magic = control.magic;
   const uint32_t version = control.version;
   const uint32_t ranks = control.world_size;
@@ -85,6 +92,21 @@ absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::st
                      control_bytes, "-byte control block and ", ring_bytes,
                      "-byte rings; this rank expects ", world_size, ", ", kShmControlBytes, " and ",
                      kShmRingBytes, " (ranks with different world sizes or builds?)"));
+  }
+  if (job_nonce != expected.job_nonce) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shared-memory segment ", segment, " belongs to another job (job nonce 0x",
+        absl::Hex(job_nonce, absl::kZeroPad16), ", this job's is 0x",
+        absl::Hex(expected.job_nonce, absl::kZeroPad16),
+        "): two jobs share this store and prefix, or another job's token differs; give each job "
+        "its own store (or TransportOptions.store_prefix) and one PADDLE_STORE_TOKEN"));
+  }
+  if (owner_pid != expected.pid || owner_start_ticks != expected.start_ticks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shared-memory segment ", segment, " was created by pid ", owner_pid, " (start tick ",
+        owner_start_ticks, "), not by the rank that published it, pid ", expected.pid,
+        " (start tick ", expected.start_ticks,
+        "): a foreign segment, refused (another process of this user published its name)"));
   }
   return absl::OkStatus();
 }

@@ -19,8 +19,9 @@
 // record's own rules (CheckShmRecord), and only then used; the channel then checks it against
 // its receive buffers. The consumer keeps its own copy of `tail`, as the producer keeps `head`,
 // so a peer that moves either can only corrupt its own messages. A violation is kDataLoss and
-// poisons the transport. The control block opens with a stamp (magic, layout version and sizes)
-// that every process checks before it uses a segment (CheckShmControl).
+// poisons the transport. The control block opens with a stamp (magic, layout version, sizes and
+// owner: Note [Shm segment owner] in shm_transport.cc) that every process checks before it uses a
+// segment (CheckShmControl).
 //
 // Note [Doorbell]. A thread waiting on the transport cannot sleep on every ring at once, so each
 // segment has one doorbell (a ShmSignal used as a counter): whoever does something another
@@ -62,7 +63,7 @@ inline constexpr size_t kShmRecordHeaderBytes = 64;
 // The stamp at the start of every segment: "PDLSHMCB" read as a little-endian word. The version
 // changes with any change of the segment layout or of the record format.
 inline constexpr uint64_t kShmControlMagic = 0x4243'4d48'534c'4450;
-inline constexpr uint32_t kShmLayoutVersion = 1;
+inline constexpr uint32_t kShmLayoutVersion = 2;
 
 // At offset 0 of every segment. Zero bytes are a valid initial state for all but the stamp, which
 // StampShmControl writes before the segment's name is published.
@@ -72,7 +73,10 @@ struct ShmControl {
   uint32_t world_size;     // rings in the segment
   uint64_t control_bytes;  // kShmControlBytes
   uint64_t ring_bytes;     // kShmRingBytes
-  ShmSignal doorbell;      // Note [Doorbell]
+  uint64_t job_nonce;      // Note [Shm segment owner]: the same on every rank of one job
+  uint64_t owner_start_ticks;
+  int32_t owner_pid;   // the process that created the segment (and its start time, above)
+  ShmSignal doorbell;  // Note [Doorbell]
   std::atomic<uint32_t> aborted;
   std::atomic<int32_t> abort_code;
   uint64_t probe;  // a value peers read with process_vm_readv to check that CMA works
@@ -94,11 +98,21 @@ inline size_t ShmSegmentBytes(int world_size) {
   return kShmControlBytes + static_cast<size_t>(world_size) * kShmRingStride;
 }
 
+// Whose a segment is (Note [Shm segment owner] in shm_transport.cc): the job's nonce and the
+// process that created it.
+struct ShmSegmentOwner {
+  uint64_t job_nonce = 0;
+  int32_t pid = 0;
+  uint64_t start_ticks = 0;
+};
+
 // Writes the stamp into the control block of a new segment for `world_size` ranks.
-void StampShmControl(ShmControl& control, int world_size);
+void StampShmControl(ShmControl& control, int world_size, const ShmSegmentOwner& owner);
 // Checks the stamp of segment `segment` (its name, for the message), opened by a rank of a job of
-// `world_size` ranks: kFailedPrecondition naming the segment, what it holds and what was expected.
-absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::string_view segment);
+// `world_size` ranks, against the owner it must have: kFailedPrecondition naming the segment,
+// what it holds and what was expected.
+absl::Status CheckShmControl(const ShmControl& control, int world_size, absl::string_view segment,
+                             const ShmSegmentOwner& expected);
 
 enum class ShmRecordKind : uint32_t {
   kPad = 1,     // skip to the start of the ring

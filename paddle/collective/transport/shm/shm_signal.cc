@@ -87,11 +87,11 @@ void ShmSignal::Post(uint32_t v) {
   if (sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&value);
 }
 
-absl::Duration DefaultShmSpin(int local_ranks) {
-  // Communicator creation checked the value first (ResolveSettings), so this only aborts for
-  // a variable changed since, or for code that skipped that check.
+absl::StatusOr<absl::Duration> DefaultShmSpin(int local_ranks) {
+  // A transport or workspace created directly (not through a communicator, whose
+  // ResolveSettings checks every variable first) meets a malformed value here.
   absl::StatusOr<std::optional<int64_t>> us = IntSetting("PADDLE_SHM_SPIN_US");
-  PADDLE_CHECK(us.ok()) << us.status().message();
+  if (!us.ok()) return us.status();
   if (us->has_value()) return absl::Microseconds(**us);
   return local_ranks <= CoresAvailable() ? absl::Microseconds(50) : absl::ZeroDuration();
 }

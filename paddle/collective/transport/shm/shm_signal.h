@@ -18,6 +18,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "paddle/core/deadline.h"
 
@@ -43,8 +44,8 @@ inline bool SignalReached(uint32_t value, uint32_t target) {
 // How long waits spin before they sleep. The default is 50 us when this process has a core per
 // local rank (`ranks_per_core` <= 1) and 0 otherwise: with more ranks than cores a spinning
 // waiter only takes the core from the rank it waits for. PADDLE_SHM_SPIN_US overrides both; a
-// malformed value aborts naming it (ResolveSettings reports it as an error before that).
-absl::Duration DefaultShmSpin(int local_ranks);
+// malformed value is kInvalidArgument naming the variable and the value.
+absl::StatusOr<absl::Duration> DefaultShmSpin(int local_ranks);
 
 // Whether spinning has been paying off for one group of waits (one workspace or transport):
 // Note [Adaptive spin] in shm_signal.cc. Thread-safe; lives in the process, not in shared memory.

@@ -2,6 +2,7 @@
 // background thread, and poisoning.
 //
 // Note [Shm setup]. Each rank, within options.connect_timeout:
+//  0. learns the job nonce (Note [Shm segment owner]);
 //  1. creates its segment (its control block and one inbound ring per peer) and publishes, under
 //     <prefix>/shm/info/<rank>: its host identity, pid and process start time, the segment's
 //     name, and the address and value of its CMA probe word;
@@ -15,6 +16,16 @@
 //  4. publishes <prefix>/shm/opened/<rank> and waits for every rank's, then unlinks its segment:
 //     from then on the memory lives only in the mappings, so no process, however it dies, leaves
 //     a name in /dev/shm (Note [Segment cleanup] in shm_segment.cc covers a death before that).
+//
+// Note [Shm segment owner]. ShmSegment::Open refuses a segment of another user, but a segment of
+// this user may still be another job's: a store and prefix shared by two jobs, or an entry an
+// earlier job left in a store that outlived it, names a live, well-stamped segment whose rings
+// this rank would then write into. So every control block also carries the job nonce and the
+// creating process (pid and start time), and an opener checks both: the nonce against its own
+// (rank 0 draws 64 random bits and publishes them under <prefix>/shm/job/0; every rank mixes
+// them with the job token, PADDLE_STORE_TOKEN, when one is set, so jobs with different tokens
+// never match even on one key), and the creator against the pid and start time of the entry
+// that published the segment's name.
 #include "paddle/collective/transport/shm/shm_transport.h"
 
 #include <atomic>
@@ -33,6 +44,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "paddle/collective/store/hmac_sha256.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/shm/cma.h"
 #include "paddle/collective/transport/shm/host_identity.h"
@@ -41,6 +53,7 @@
 #include "paddle/collective/transport/shm/shm_segment.h"
 #include "paddle/collective/transport/shm/shm_signal.h"
 #include "paddle/core/logging.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -117,6 +130,9 @@ class ShmEngine final : public ShmChannel::Owner, public std::enable_shared_from
     return absl::StrCat("pid ", peers_[peer].process.pid, " on ", host.substr(0, host.find('/')));
   }
   ErrorContext Context() const { return ErrorContext().Rank(rank_, world_size_); }
+  // Note [Shm segment owner]: the job nonce, published by rank 0.
+  absl::StatusOr<uint64_t> AgreeJobNonce(Store& store, const Deadline& deadline,
+                                         absl::Duration timeout);
   absl::Status ReadPeers(Store& store, const Deadline& deadline, absl::Duration timeout);
   absl::Status CheckOneHost() const;
   absl::Status WaitOpened(Store& store, const Deadline& deadline, absl::Duration timeout);
@@ -146,12 +162,15 @@ absl::Status ShmEngine::Connect(const TransportOptions& options) {
   Store& store = *options.store;
   prefix_ = options.store_prefix;
   const size_t bytes = ShmSegmentBytes(world_size_);
+  ASSIGN_OR_RETURN(const uint64_t job_nonce,
+                   AgreeJobNonce(store, deadline, options.connect_timeout));
   absl::StatusOr<std::unique_ptr<ShmSegment>> segment =
       ShmSegment::Create(absl::StrCat("shm-r", rank_), bytes);
   if (!segment.ok()) return Context().Wrap(segment.status());
   own_segment_ = std::move(*segment);
   control_ = static_cast<ShmControl*>(own_segment_->data());
-  StampShmControl(*control_, world_size_);
+  const ProcessIdentity me = ProcessIdentity::Self();
+  StampShmControl(*control_, world_size_, {job_nonce, me.pid, me.start_ticks});
   std::random_device random;
   control_->probe = ((static_cast<uint64_t>(random()) << 32) | random()) | 1;
 
@@ -176,8 +195,9 @@ absl::Status ShmEngine::Connect(const TransportOptions& options) {
     absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(peers_[p].segment, bytes);
     if (!opened.ok()) return Context().Peer(p, Address(p)).Wrap(opened.status());
     peer_segments_[p] = std::move(*opened);
-    absl::Status stamp = CheckShmControl(*static_cast<const ShmControl*>(peer_segments_[p]->data()),
-                                         world_size_, peers_[p].segment);
+    absl::Status stamp = CheckShmControl(
+        *static_cast<const ShmControl*>(peer_segments_[p]->data()), world_size_, peers_[p].segment,
+        {job_nonce, peers_[p].process.pid, peers_[p].process.start_ticks});
     if (!stamp.ok()) return Context().Peer(p, Address(p)).Wrap(stamp);
     std::string why;
     const bool readable = cma && CmaProbe(peers_[p].process.pid, peers_[p].probe_address,
@@ -209,6 +229,48 @@ absl::Status ShmEngine::Connect(const TransportOptions& options) {
   PADDLE_LOG(DEBUG, NET) << "shared-memory transport connected to " << world_size_ - 1
                          << " peer(s) in " << deadline.Elapsed();
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ShmEngine::AgreeJobNonce(Store& store, const Deadline& deadline,
+                                                  absl::Duration timeout) {
+  // Note [Shm segment owner].
+  const std::string key = Key("job", 0);
+  std::string text;
+  if (rank_ == 0) {
+    std::random_device random;
+    text = absl::StrCat((static_cast<uint64_t>(random()) << 32) | random());
+    absl::Status published = store.Set(key, text);
+    if (!published.ok()) {
+      return Context().Wrap(
+          Annotate(published, absl::StrCat("publishing the job nonce under ", key)));
+    }
+  } else {
+    absl::StatusOr<std::string> got = store.Get(key, deadline.Remaining());
+    if (!got.ok()) {
+      return Context()
+          .Peer(0)
+          .Op("connect")
+          .Waited(deadline.Elapsed(), timeout)
+          .Hint(absl::StrCat("is rank 0 running with the same store and prefix? ",
+                             TimeoutHint(TimeoutKind::kConnect, timeout)))
+          .Wrap(Annotate(got.status(),
+                         absl::StrCat("waiting for rank 0 to publish the job nonce under ", key)));
+    }
+    text = *std::move(got);
+  }
+  uint64_t nonce = 0;
+  if (!absl::SimpleAtoi(text, &nonce)) {
+    return Context().Peer(0).Wrap(absl::FailedPreconditionError(
+        absl::StrCat("store key ", key, " holds '", text,
+                     "', not a job nonce: another program uses this store prefix; choose another "
+                     "TransportOptions.store_prefix")));
+  }
+  const std::optional<std::string> token = StringSetting("PADDLE_STORE_TOKEN");
+  if (token.has_value()) {
+    const Sha256Digest mixed = HmacSha256(*token, absl::StrCat("shm job nonce ", nonce));
+    std::memcpy(&nonce, DigestBytes(mixed).data(), sizeof(nonce));
+  }
+  return nonce;
 }
 
 absl::Status ShmEngine::ReadPeers(Store& store, const Deadline& deadline, absl::Duration timeout) {
@@ -473,8 +535,12 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateShmTransport(const TransportOpt
         "shared-memory transport of rank ", options.rank, "/", options.world_size,
         ": TransportOptions.store is null; the ranks exchange segment names through it"));
   }
-  auto engine = std::make_shared<ShmEngine>(options.rank, options.world_size,
-                                            DefaultShmSpin(options.world_size));
+  absl::StatusOr<absl::Duration> spin = DefaultShmSpin(options.world_size);
+  if (!spin.ok()) {
+    return Annotate(spin.status(), absl::StrCat("shared-memory transport of rank ", options.rank,
+                                                "/", options.world_size));
+  }
+  auto engine = std::make_shared<ShmEngine>(options.rank, options.world_size, *spin);
   if (options.world_size > 1) RETURN_IF_ERROR(engine->Connect(options));
   return std::unique_ptr<Transport>(std::make_unique<ShmTransport>(std::move(engine)));
 }

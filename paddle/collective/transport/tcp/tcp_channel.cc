@@ -45,12 +45,13 @@ void CompleteAll(OpList& ops) {
 
 TcpChannel::TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop,
                        Owner* owner, absl::Duration wait_spin,
-                       std::shared_ptr<TcpProgress> progress)
+                       std::shared_ptr<TcpProgress> progress, size_t max_unexpected_bytes)
     : link_(std::move(link)),
       socket_(std::move(socket)),
       loop_(loop),
       owner_(owner),
       wait_spin_(wait_spin),
+      max_unexpected_bytes_(max_unexpected_bytes),
       progress_(std::move(progress)),
       staging_(new char[kStagingBytes]) {
   std::lock_guard<std::mutex> lock(reader_->mu);
@@ -127,7 +128,7 @@ void TcpChannel::SendMessages(const void* const* data, const size_t* bytes, cons
   CompleteAll(done);
   if (error.ok() && write_missed_.load()) error = TryWrite();
   if (error.ok() && send_pending_.load()) WatchOutput();
-  if (!error.ok()) owner_->Poison(error, link_->peer);
+  if (!error.ok()) PoisonAfterSendError(error);
 }
 
 // Note [Waiter drives]: the loop never blocks on send_mu_. A thread that finds it taken leaves a
@@ -154,7 +155,7 @@ absl::Status TcpChannel::TryWrite() {
 void TcpChannel::WriteMissed() {
   if (!write_missed_.load()) return;
   absl::Status error = TryWrite();
-  if (!error.ok()) owner_->Poison(error, link_->peer);
+  if (!error.ok()) PoisonAfterSendError(error);
 }
 
 void TcpChannel::WatchOutput() {
@@ -289,9 +290,13 @@ bool TcpChannel::OnEvents(uint32_t events) {
       more = ReadAvailable(&error);
     }
   }
-  if (error.ok() && (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) error = TryWrite();
   if (!error.ok()) {
     owner_->Poison(error, link_->peer);
+    return false;
+  }
+  if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) error = TryWrite();
+  if (!error.ok()) {
+    PoisonAfterSendError(error);
     return false;
   }
   return more;
@@ -481,6 +486,11 @@ absl::Status TcpChannel::StartMessage(const tcp_wire::MessageHeader& header, OpL
       return mismatch;
     }
   } else {
+    absl::Status over = CheckUnexpectedLimit(tag, bytes);
+    if (!over.ok()) {
+      in_ = Inbound{};
+      return over;
+    }
     auto message = std::make_shared<Unexpected>();
     message->tag = tag;
     message->bytes = bytes;
@@ -503,9 +513,39 @@ absl::Status TcpChannel::StartMessage(const tcp_wire::MessageHeader& header, OpL
   return bytes == 0 ? FinishMessage(done) : absl::OkStatus();
 }
 
+// Note [Unexpected-message limit]
+// A message that arrives before its Recv is buffered at the size its header announces, and a
+// header may announce up to tcp_wire::kMaxMessageBytes (1 TiB). A corrupted or hostile peer, or
+// one running another program, could so make this rank allocate (and, as the bytes come, touch)
+// far more memory than the job ever exchanges. So what one link buffers for unexpected messages,
+// this one included, is capped (PADDLE_TCP_MAX_UNEXPECTED_MB, 4 GiB by default); past the cap
+// the transport fails with an error naming the peer, the tag and the sizes before allocating.
+// A message to a posted Recv is never buffered: its size is checked against the Recv's instead.
+absl::Status TcpChannel::CheckUnexpectedLimit(uint64_t tag, size_t bytes) const {
+  size_t buffered = 0;  // a handful of entries at most
+  for (const auto& message : unexpected_) buffered += message->bytes;
+  if (bytes <= max_unexpected_bytes_ && buffered <= max_unexpected_bytes_ - bytes) {
+    return absl::OkStatus();
+  }
+  return ErrorContext()
+      .Rank(link_->rank, link_->world_size)
+      .Peer(link_->peer, link_->peer_address)
+      .Bytes(static_cast<int64_t>(bytes))
+      .Hint(absl::StrCat("a peer of another program or a corrupted stream sends such sizes; if "
+                         "this job really sends messages this large before their receives are "
+                         "posted, raise PADDLE_TCP_MAX_UNEXPECTED_MB (now ",
+                         max_unexpected_bytes_ >> 20, ")"))
+      .Wrap(absl::ResourceExhaustedError(absl::StrCat(
+          "peer rank ", link_->peer, " (", link_->peer_address, ") announced a message of ", bytes,
+          " bytes (tag ", tag, ") that no posted receive expects; with the ", buffered,
+          " bytes already buffered for this link that is over the limit of ", max_unexpected_bytes_,
+          " bytes for unexpected messages")));
+}
+
 absl::Status TcpChannel::FinishMessage(OpList* done) {
   absl::Status result;
   if (in_.abort) {
+    peer_aborted_ = true;
     result = PeerAborted(in_.tag, in_.abort_text);
   } else if (in_.op != nullptr) {
     done->push_back(std::move(in_.op));
@@ -576,6 +616,33 @@ void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
   in_ = Inbound{};
   staged_begin_ = staged_end_ = 0;
   for (auto& op : failed) op->Fail(cause, *link_);
+}
+
+// Note [Read before blaming]
+// A rank that aborts sends an abort frame naming the cause (Note [Naming the failed rank] in
+// tcp_transport.cc) and then closes; if it closes with unread data in its receive buffer (we were
+// still sending to it), its kernel answers with a reset. Our next write then fails with EPIPE or
+// ECONNRESET, possibly before our reader has looked at the abort frame, which Linux keeps
+// readable in the receive queue after the reset. Blaming the write error would name the peer
+// that merely passed the failure on. So a failed write first reads what is readable on that
+// socket (as the reader: the loop or a driver may hold the role for a moment, and the broken
+// socket wakes a driver asleep in poll()); an abort frame found there is the cause, otherwise
+// the write error is.
+absl::Status TcpChannel::ExplainSendError(const absl::Status& error) {
+  if (failed_.load() || !owner_->PoisonCause().ok()) return error;  // the first cause wins anyway
+  absl::Status read_error;
+  while (ReadAvailable(&read_error)) {
+  }
+  return peer_aborted_ && !read_error.ok() ? read_error : error;
+}
+
+void TcpChannel::PoisonAfterSendError(const absl::Status& error) {
+  absl::Status cause = error;
+  if (!failed_.load() && owner_->PoisonCause().ok()) {
+    std::lock_guard<std::mutex> reader(reader_->mu);
+    cause = ExplainSendError(error);
+  }
+  owner_->Poison(cause, link_->peer);
 }
 
 void TcpChannel::SendAbortFrame(const absl::Status& cause) {

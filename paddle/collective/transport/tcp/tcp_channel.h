@@ -78,8 +78,10 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // `wait_spin`: how long a Wait() on this channel's requests spins before sleeping when no
   // thread drives. `progress`: the transport's progress engine, which waiters drive (Note
   // [Waiter drives] in tcp_progress.h); null: only the loop thread moves data.
+  // `max_unexpected_bytes`: Note [Unexpected-message limit] in tcp_channel.cc.
   TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket, TcpLoop* loop, Owner* owner,
-             absl::Duration wait_spin, std::shared_ptr<TcpProgress> progress);
+             absl::Duration wait_spin, std::shared_ptr<TcpProgress> progress,
+             size_t max_unexpected_bytes);
   ~TcpChannel() override;
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
@@ -114,6 +116,14 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // Whether the peer has closed or reset the connection, as the kernel sees it now (even with
   // unread data before the close). Any thread.
   bool LinkDown() const;
+
+  // Note [Read before blaming] in tcp_channel.cc: a write to this socket failed with `error`.
+  // ExplainSendError (the reader role held) reads what the peer sent before the link broke and
+  // returns the peer's abort cause if its abort frame is there, else `error`.
+  // PoisonAfterSendError takes the reader role for that, then poisons the transport. Any thread
+  // holding no channel lock and no reader role.
+  absl::Status ExplainSendError(const absl::Status& error);
+  void PoisonAfterSendError(const absl::Status& error);
 
  private:
   // Queues `count` messages in order (writing at once when the queue was idle) and returns
@@ -181,6 +191,9 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // Keeps the buffer of an unexpected message that was copied out, for the next one
   // (Note [Spare unexpected-message buffers]). Any thread holding no channel lock.
   void Recycle(Unexpected& message);
+  // Note [Unexpected-message limit] in tcp_channel.cc.
+  absl::Status CheckUnexpectedLimit(uint64_t tag, size_t bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   // Hands the message to its receiver; an abort frame returns the peer's cause instead.
   absl::Status FinishMessage(std::vector<std::shared_ptr<TcpOp>>* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
@@ -205,6 +218,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   TcpLoop* const loop_;
   Owner* const owner_;
   const absl::Duration wait_spin_;
+  const size_t max_unexpected_bytes_;
   const std::shared_ptr<TcpProgress> progress_;  // null: waiters do not drive
   std::atomic<bool> failed_{false};              // Fail() has begun: nothing more to move
 
@@ -246,6 +260,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   size_t staged_begin_ = 0;
   size_t staged_end_ = 0;
   bool read_into_payload_ = false;  // the last read's first vector was in_'s payload
+  bool peer_aborted_ = false;       // the peer's abort frame has been read
   int low_water_ = 1;               // the socket's SO_RCVLOWAT (Note [Receive low-water mark])
 };
 

@@ -69,7 +69,11 @@ bool TcpProgress::Drive(const TcpOp& op, const Deadline& deadline) {
       serve[i] = 0;
       channel.reader_->missed.store(false);  // whatever the loop skipped, this read covers
       if (channel.ReadAvailable(&error)) serve[i] = more = true;
-      if (error.ok() && channel.send_pending_.load()) error = channel.TryWrite();
+      if (error.ok() && channel.send_pending_.load()) {
+        error = channel.TryWrite();
+        // Note [Read before blaming] in tcp_channel.cc (this thread holds the reader role).
+        if (!error.ok()) error = channel.ExplainSendError(error);
+      }
       if (!error.ok()) error_peer = channel.peer();
     }
     if (failing || !error.ok() || op.IsCompleted() || deadline.Expired()) break;

@@ -92,9 +92,9 @@ absl::Status TcpTransport::Start(std::vector<TcpMeshLink> links, const TcpTuning
     link->world_size = world_size_;
     link->peer = peer;
     link->peer_address = links[peer].address;
-    channels_[peer] =
-        std::make_unique<TcpChannel>(std::move(link), std::move(links[peer].socket), loop_.get(),
-                                     static_cast<Owner*>(this), tuning.wait_spin, progress_);
+    channels_[peer] = std::make_unique<TcpChannel>(
+        std::move(link), std::move(links[peer].socket), loop_.get(), static_cast<Owner*>(this),
+        tuning.wait_spin, progress_, tuning.max_unexpected_bytes);
   }
   for (auto& channel : channels_) {
     if (channel != nullptr) RETURN_IF_ERROR(channel->Start());

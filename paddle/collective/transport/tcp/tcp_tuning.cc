@@ -36,6 +36,8 @@ absl::StatusOr<TcpTuning> TuningFromEnv() {
   t.waiter_drives = reads.value_or(t.waiter_drives);
   ASSIGN_OR_RETURN(std::optional<int64_t> buffer, IntSetting("PADDLE_SOCKET_BUFFER_BYTES"));
   t.socket_buffer_bytes = static_cast<int>(buffer.value_or(t.socket_buffer_bytes));
+  ASSIGN_OR_RETURN(std::optional<int64_t> unexpected, IntSetting("PADDLE_TCP_MAX_UNEXPECTED_MB"));
+  if (unexpected.has_value()) t.max_unexpected_bytes = static_cast<size_t>(*unexpected) << 20;
   return t;
 }
 

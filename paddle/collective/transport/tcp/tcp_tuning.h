@@ -33,14 +33,17 @@ struct TcpTuning {
   absl::Duration busy_poll = absl::Microseconds(0);
   int socket_buffer_bytes = 0;
   bool waiter_drives = true;  // Note [Waiter drives] in tcp_progress.h
+  // Note [Unexpected-message limit] in tcp_channel.cc.
+  size_t max_unexpected_bytes = size_t{4096} << 20;
 };
 
 // The spin of Note [Automatic spin] when the ranks on the host fit its CPUs.
 inline constexpr absl::Duration kAutoWaitSpin = absl::Microseconds(100);
 
 // PADDLE_TCP_WAIT_SPIN_US, PADDLE_TCP_BUSY_POLL_US (0 to 1000000), PADDLE_TCP_WAITER_READS (a
-// boolean) and PADDLE_SOCKET_BUFFER_BYTES (0 to 1 GiB); kInvalidArgument naming the variable
-// for a malformed or out-of-range value (Note [Environment settings] in paddle/core/env.h).
+// boolean), PADDLE_SOCKET_BUFFER_BYTES (0 to 1 GiB) and PADDLE_TCP_MAX_UNEXPECTED_MB;
+// kInvalidArgument naming the variable for a malformed or out-of-range value (Note [Environment
+// settings] in paddle/core/env.h).
 absl::StatusOr<TcpTuning> TuningFromEnv();
 
 // The CPUs this process may run on (its affinity mask).

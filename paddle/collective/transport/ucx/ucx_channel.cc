@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "paddle/collective/store/hmac_sha256.h"
 #include "paddle/collective/transport/ucx/ucx_error.h"
+#include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -21,6 +24,21 @@ constexpr unsigned kAbortAm = 2;
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
 // An abort message carries at most this much of the cause's text.
 constexpr size_t kMaxAbortText = 2048;
+// Note [UCX hello proof].
+constexpr size_t kChallengeBytes = 16;
+constexpr size_t kProofBytes = 32;
+constexpr size_t kHelloBytes = 8 + kProofBytes;  // u32 rank, u32 world size, proof
+constexpr size_t kMaxRejected = 4;
+
+std::string HelloProof(const std::string& key, uint32_t from, uint32_t to,
+                       const std::string& receiver_challenge, const std::string& sender_challenge) {
+  std::string message = "paddle ucx hello";
+  message.append(reinterpret_cast<const char*>(&from), sizeof(from));
+  message.append(reinterpret_cast<const char*>(&to), sizeof(to));
+  message += receiver_challenge;
+  message += sender_challenge;
+  return std::string(DigestBytes(HmacSha256(key, message)));
+}
 
 }  // namespace
 
@@ -28,6 +46,7 @@ absl::StatusOr<std::unique_ptr<UcxChannel>> UcxChannel::Create(ucp_context_h con
                                                                std::shared_ptr<UcxLinkInfo> link,
                                                                Owner* owner) {
   std::unique_ptr<UcxChannel> ch(new UcxChannel(std::move(link), owner));
+  ch->challenge_ = RandomBytes(kChallengeBytes);
   const std::string what = absl::StrCat("creating the UCP worker of rank ", ch->link_->rank,
                                         " for peer ", ch->link_->peer);
   ucp_worker_params_t params{};
@@ -75,9 +94,12 @@ absl::StatusOr<std::string> UcxChannel::WorkerAddress() {
   return bytes;
 }
 
-absl::Status UcxChannel::Connect(const std::string& address, const std::string& peer_label) {
+absl::Status UcxChannel::Connect(const std::string& address, const std::string& peer_label,
+                                 const std::string& peer_challenge, const std::string& key) {
   link_->peer_address = peer_label;
   std::lock_guard<std::mutex> lock(mu_);
+  peer_challenge_ = peer_challenge;
+  key_ = key;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -89,11 +111,14 @@ absl::Status UcxChannel::Connect(const std::string& address, const std::string& 
       absl::StrCat("rank ", link_->rank, "/", link_->world_size, " connecting to peer rank ",
                    link_->peer, " (", peer_label, ")");
   UCX_RETURN_IF_ERROR(ucp_ep_create(worker_, &params, &ep_), what);
-  hello_out_[0] = static_cast<uint32_t>(link_->rank);
-  hello_out_[1] = static_cast<uint32_t>(link_->world_size);
+  const uint32_t words[2] = {static_cast<uint32_t>(link_->rank),
+                             static_cast<uint32_t>(link_->world_size)};
+  hello_out_.assign(reinterpret_cast<const char*>(words), sizeof(words));
+  hello_out_ +=
+      HelloProof(key_, words[0], static_cast<uint32_t>(link_->peer), peer_challenge_, challenge_);
   ucp_request_param_t send{};
   ucs_status_ptr_t sent =
-      ucp_am_send_nbx(ep_, kHelloAm, nullptr, 0, hello_out_, sizeof(hello_out_), &send);
+      ucp_am_send_nbx(ep_, kHelloAm, nullptr, 0, hello_out_.data(), hello_out_.size(), &send);
   if (UCS_PTR_IS_ERR(sent)) UCX_RETURN_IF_ERROR(UCS_PTR_STATUS(sent), what);
   // Still in flight: HelloSent() progresses it to completion during setup.
   if (UCS_PTR_IS_PTR(sent)) hello_request_ = sent;
@@ -110,7 +135,59 @@ bool UcxChannel::HelloSent() {
   return true;
 }
 
-absl::Status UcxChannel::HelloStatus() const {
+absl::Status UcxChannel::HelloStatus() {
+  std::vector<std::string> arrived;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    arrived.swap(hellos_in_);
+  }
+  for (const std::string& hello : arrived) {
+    if (hello_.load(std::memory_order_acquire) != 0) break;
+    std::string rejected;
+    uint32_t words[2] = {0, 0};
+    if (hello.size() != kHelloBytes) {
+      rejected = absl::StrCat("a ", hello.size(), "-byte hello, not ", kHelloBytes);
+    } else {
+      std::memcpy(words, hello.data(), sizeof(words));
+      // The sender claims words[0]; a proof for any other rank pair or challenge fails.
+      const std::string expected =
+          HelloProof(key_, static_cast<uint32_t>(link_->peer), static_cast<uint32_t>(link_->rank),
+                     challenge_, peer_challenge_);
+      if (!ConstantTimeEquals(absl::string_view(hello).substr(8), expected)) {
+        rejected =
+            absl::StrCat("a hello claiming rank ", words[0],
+                         " that does not prove membership of this job (another job, or another "
+                         "PADDLE_STORE_TOKEN)");
+      }
+    }
+    if (!rejected.empty()) {
+      PADDLE_LOG(WARN, NET) << "rank " << link_->rank << "/" << link_->world_size << ": dropped "
+                            << rejected << " on the worker published for peer rank " << link_->peer;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (rejected_.size() < kMaxRejected) rejected_.push_back(std::move(rejected));
+      continue;
+    }
+    if (words[0] != static_cast<uint32_t>(link_->peer) ||
+        words[1] != static_cast<uint32_t>(link_->world_size)) {
+      hello_error_ = absl::StrCat(
+          "the worker published for peer rank ", link_->peer, " says it is rank ", words[0], " of ",
+          words[1], ", but rank ", link_->rank, " has world size ", link_->world_size,
+          ": start every rank with the same world size and a fresh store prefix");
+    }
+    hello_.store(hello_error_.empty() ? 1 : 2, std::memory_order_release);
+  }
+  if (hello_.load(std::memory_order_acquire) == 1) {
+    absl::Status abort;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      abort.Update(pending_abort_);
+      pending_abort_ = absl::OkStatus();
+    }
+    if (!abort.ok()) {
+      owner_->Poison(abort);
+      owner_->OpCompleted();
+    }
+  }
   switch (hello_.load(std::memory_order_acquire)) {
     case 0:
       return absl::UnavailableError("no hello yet");
@@ -121,26 +198,21 @@ absl::Status UcxChannel::HelloStatus() const {
   }
 }
 
+std::string UcxChannel::RejectedHellos() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return absl::StrJoin(rejected_, "; ");
+}
+
+// Runs inside a worker call made under mu_: only stashes the bytes (Note [UCX hello proof]).
 ucs_status_t UcxChannel::OnHello(void* arg, const void* /*header*/, size_t /*header_length*/,
                                  void* data, size_t length, const ucp_am_recv_param_t* param) {
   auto* ch = static_cast<UcxChannel*>(arg);
-  uint32_t hello[2] = {0, 0};
-  if (length != sizeof(hello) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
-    ch->hello_error_ = absl::StrCat("the worker published for peer rank ", ch->link_->peer,
-                                    " sent a ", length, "-byte hello, not ", sizeof(hello));
+  if (ch->hellos_in_.size() >= kMaxRejected) return UCS_OK;  // a flood: the rest are dropped
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    ch->hellos_in_.emplace_back();  // a rendezvous hello is no hello of ours: rejected as 0 bytes
   } else {
-    std::memcpy(hello, data, sizeof(hello));
-    if (hello[0] != static_cast<uint32_t>(ch->link_->peer) ||
-        hello[1] != static_cast<uint32_t>(ch->link_->world_size)) {
-      ch->hello_error_ =
-          absl::StrCat("the worker published for peer rank ", ch->link_->peer, " says it is rank ",
-                       hello[0], " of ", hello[1], ", but rank ", ch->link_->rank,
-                       " has world size ", ch->link_->world_size,
-                       ": start every rank with the same world size and a fresh "
-                       "store prefix");
-    }
+    ch->hellos_in_.emplace_back(static_cast<const char*>(data), length > 4096 ? 4096 : length);
   }
-  ch->hello_.store(ch->hello_error_.empty() ? 1 : 2, std::memory_order_release);
   return UCS_OK;
 }
 
@@ -286,6 +358,7 @@ void UcxChannel::OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status
   ch->owner_->OpCompleted();  // wake sleepers so one of them tears down
 }
 
+// Runs inside a worker call made under mu_.
 ucs_status_t UcxChannel::OnAbort(void* arg, const void* /*header*/, size_t /*header_length*/,
                                  void* data, size_t length, const ucp_am_recv_param_t* param) {
   auto* ch = static_cast<UcxChannel*>(arg);
@@ -298,13 +371,20 @@ ucs_status_t UcxChannel::OnAbort(void* arg, const void* /*header*/, size_t /*hea
   if (code <= 0 || code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
     code = static_cast<int32_t>(absl::StatusCode::kAborted);
   }
-  ch->owner_->Poison(ErrorContext()
-                         .Rank(ch->link_->rank, ch->link_->world_size)
-                         .Peer(ch->link_->peer, ch->link_->peer_address)
-                         .Wrap(absl::Status(static_cast<absl::StatusCode>(code),
-                                            absl::StrCat("peer rank ", ch->link_->peer, " (",
-                                                         ch->link_->peer_address,
-                                                         ") aborted its transport: ", text))));
+  absl::Status cause = ErrorContext()
+                           .Rank(ch->link_->rank, ch->link_->world_size)
+                           .Peer(ch->link_->peer, ch->link_->peer_address)
+                           .Wrap(absl::Status(static_cast<absl::StatusCode>(code),
+                                              absl::StrCat("peer rank ", ch->link_->peer, " (",
+                                                           ch->link_->peer_address,
+                                                           ") aborted its transport: ", text)));
+  // Note [UCX hello proof]: an abort counts only from a peer that proved itself; one that came
+  // before the proof was checked waits for it (HelloStatus), one from a stranger never counts.
+  if (ch->hello_.load(std::memory_order_acquire) != 1) {
+    if (ch->pending_abort_.ok()) ch->pending_abort_ = std::move(cause);
+    return UCS_OK;
+  }
+  ch->owner_->Poison(cause);
   ch->owner_->OpCompleted();
   return UCS_OK;
 }

@@ -16,6 +16,17 @@
 // Control messages (setup hello, abort with its cause) travel as UCP active messages on the same
 // worker, so they never collide with a user tag.
 //
+// Note [UCX hello proof]. A worker accepts an endpoint from anyone who has its address, so the
+// hello proves that its sender belongs to the job, as the TCP transport's handshake does (Note
+// [Transport secret] in tcp/tcp_mesh.cc): the ranks share a key (a random secret in the store
+// under <prefix>/ucx/secret, mixed with PADDLE_STORE_TOKEN when set), each worker publishes a
+// fresh 16-byte challenge beside its address, and the hello carries
+// HMAC-SHA256(key, "paddle ucx hello" || sender rank || receiver rank || the receiver's challenge
+// || the sender's challenge). The receiver checks it once it knows both challenges (in
+// HelloStatus, never in the callback); a hello that proves nothing is logged and dropped and the
+// wait goes on, so a stranger cannot fail the job's setup, only show up in the timeout error.
+// Limit: the proof guards setup; UCX gives no hook to refuse a later endpoint to the worker.
+//
 // Locking: `mu_` serializes every call on the worker (the worker is UCS_THREAD_MODE_SERIALIZED),
 // and UCX runs completion callbacks inside those calls, so the pending list and the endpoint are
 // guarded by it too. Callbacks never take another channel's lock or call back into UCX beyond
@@ -32,6 +43,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -70,11 +82,17 @@ class UcxChannel final : public Channel {
 
   // This worker's address, to publish for the peer.
   absl::StatusOr<std::string> WorkerAddress();
-  // Connects to the peer's worker (`address` from WorkerAddress() there) and sends the hello.
-  absl::Status Connect(const std::string& address, const std::string& peer_label);
-  // OK once the peer's hello arrived; kUnavailable while it has not; another error if it is not
-  // the peer this link expects.
-  absl::Status HelloStatus() const;
+  // The fresh challenge this worker publishes beside its address (Note [UCX hello proof]).
+  const std::string& challenge() const { return challenge_; }
+  // Connects to the peer's worker (`address` from WorkerAddress() there) and sends the hello,
+  // proven with `key` over the peer's published `peer_challenge` (Note [UCX hello proof]).
+  absl::Status Connect(const std::string& address, const std::string& peer_label,
+                       const std::string& peer_challenge, const std::string& key);
+  // OK once the peer's proven hello arrived; kUnavailable while it has not; another error if it
+  // is not the peer this link expects. Checks the hellos that arrived since the last call.
+  absl::Status HelloStatus();
+  // Why hellos that arrived were dropped (the last few), for the timeout error; "" if none.
+  std::string RejectedHellos();
   // Whether this side's hello has left (its send completed). A rank must not return from setup
   // before it has: the send may still need this worker's progress, and a rank that then does
   // something else for a while (waits in a barrier, say) would leave the peer waiting for the
@@ -125,9 +143,11 @@ class UcxChannel final : public Channel {
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
   static void OnAbortSent(void* request, ucs_status_t status, void* user_data);
   static ucs_status_t OnHello(void* arg, const void* header, size_t header_length, void* data,
-                              size_t length, const ucp_am_recv_param_t* param);
+                              size_t length,
+                              const ucp_am_recv_param_t* param) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   static ucs_status_t OnAbort(void* arg, const void* header, size_t header_length, void* data,
-                              size_t length, const ucp_am_recv_param_t* param);
+                              size_t length,
+                              const ucp_am_recv_param_t* param) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const std::shared_ptr<UcxLinkInfo> link_;
   Owner* const owner_;
@@ -141,11 +161,19 @@ class UcxChannel final : public Channel {
   std::unordered_map<UcxOp*, std::shared_ptr<UcxOp>> pending_ ABSL_GUARDED_BY(mu_);
   int64_t send_seq_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t recv_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t hello_out_[2] = {0, 0};  // sent from here: must outlive the send
-  void* hello_request_ = nullptr;   // the hello's send while it is in flight (guarded by mu_)
-  std::string abort_out_;           // likewise
+  // The hello's bytes (rank, world size, proof): sent from here, so they outlive the send.
+  std::string hello_out_;
+  void* hello_request_ = nullptr;  // the hello's send while it is in flight (guarded by mu_)
+  // Note [UCX hello proof]: set before the first progress of the worker.
+  std::string challenge_;
+  std::string peer_challenge_;
+  std::string key_;
+  std::vector<std::string> hellos_in_ ABSL_GUARDED_BY(mu_);  // arrived, not yet checked
+  std::vector<std::string> rejected_ ABSL_GUARDED_BY(mu_);   // why hellos were dropped
+  absl::Status pending_abort_ ABSL_GUARDED_BY(mu_);          // an abort that came before the proof
+  std::string abort_out_;                                    // likewise
   std::atomic<bool> abort_sent_{true};
-  // 0: no hello yet; 1: hello from the expected peer; 2: hello_error_ says what was wrong.
+  // 0: no proven hello yet; 1: hello from the expected peer; 2: hello_error_ says what was wrong.
   std::atomic<int> hello_{0};
   std::string hello_error_;  // written before hello_ becomes 2
 };

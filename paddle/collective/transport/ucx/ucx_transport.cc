@@ -21,6 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "paddle/collective/store/hmac_sha256.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/ucx/ucx_channel.h"
 #include "paddle/collective/transport/ucx/ucx_error.h"
@@ -32,6 +33,9 @@
 namespace paddle {
 
 namespace {
+
+// Note [UCX hello proof] in ucx_channel.h.
+constexpr size_t kSecretBytes = 32;
 
 // Teardown waits this long for the abort messages to leave, then this long for the forcibly
 // closed endpoints to release their requests.
@@ -67,6 +71,10 @@ class UcxTransport final : public Transport, private UcxChannel::Owner {
   absl::Status CreateContext();
   absl::Status ExchangeAddresses(const TransportOptions& options, const Deadline& deadline);
   absl::Status AwaitHellos(const TransportOptions& options, const Deadline& deadline);
+  // Note [UCX hello proof] in ucx_channel.h: the key the hellos are proven with.
+  absl::StatusOr<std::string> ReadKey(const TransportOptions& options);
+  // "; dropped from rank 1: ..." for the channels of `peers` that dropped hellos.
+  std::string DescribeRejected(const std::vector<int>& peers);
 
   bool Await(const UcxOp& op, const Deadline& deadline) override;
   void Poison(const absl::Status& cause) override;
@@ -183,12 +191,15 @@ absl::Status UcxTransport::ExchangeAddresses(const TransportOptions& options,
   auto key = [&](int from, int to) {
     return absl::StrCat(options.store_prefix, "/ucx/", from, "/", to);
   };
+  ASSIGN_OR_RETURN(const std::string proof_key, ReadKey(options));
   const std::string label = LocalLabel();
   for (int peer = 0; peer < world_size_; ++peer) {
     if (peer == rank_) continue;
     ASSIGN_OR_RETURN(std::string address, channels_[peer]->WorkerAddress());
+    // label|address|challenge (Note [UCX hello proof] in ucx_channel.h).
     absl::Status published = options.store->Set(
-        key(rank_, peer), absl::StrCat(label, "|", absl::BytesToHexString(address)));
+        key(rank_, peer), absl::StrCat(label, "|", absl::BytesToHexString(address), "|",
+                                       absl::BytesToHexString(channels_[peer]->challenge())));
     if (!published.ok()) {
       return Context().Wrap(Annotate(
           published, absl::StrCat("publishing the UCX worker address under ", key(rank_, peer))));
@@ -207,18 +218,54 @@ absl::Status UcxTransport::ExchangeAddresses(const TransportOptions& options,
           .Wrap(Annotate(value.status(),
                          absl::StrCat("waiting for rank ", peer, " to publish its address")));
     }
-    size_t bar = value->rfind('|');
-    std::string bytes =
-        bar == std::string::npos ? "" : absl::HexStringToBytes(value->substr(bar + 1));
-    if (bytes.empty()) {
+    const size_t last = value->rfind('|');
+    const size_t bar =
+        last == std::string::npos || last == 0 ? std::string::npos : value->rfind('|', last - 1);
+    std::string bytes, challenge;
+    if (bar != std::string::npos) {
+      bytes = absl::HexStringToBytes(value->substr(bar + 1, last - bar - 1));
+      challenge = absl::HexStringToBytes(value->substr(last + 1));
+    }
+    if (bytes.empty() || challenge.size() != channels_[peer]->challenge().size()) {
       return Context().Peer(peer).Op("connect").Wrap(absl::FailedPreconditionError(
           absl::StrCat("store key ", key(peer, rank_),
-                       " does not hold a UCX worker address: another program "
-                       "uses this store prefix; choose another TransportOptions.store_prefix")));
+                       " does not hold a UCX worker address and challenge: another program or an "
+                       "older build uses this store prefix; choose another "
+                       "TransportOptions.store_prefix")));
     }
-    RETURN_IF_ERROR(channels_[peer]->Connect(bytes, value->substr(0, bar)));
+    RETURN_IF_ERROR(channels_[peer]->Connect(bytes, value->substr(0, bar), challenge, proof_key));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> UcxTransport::ReadKey(const TransportOptions& options) {
+  // Note [UCX hello proof] in ucx_channel.h: the first rank to arrive creates the secret.
+  const std::string key = absl::StrCat(options.store_prefix, "/ucx/secret");
+  absl::StatusOr<std::string> value =
+      options.store->CompareSet(key, "", absl::BytesToHexString(RandomBytes(kSecretBytes)));
+  if (!value.ok()) {
+    return Context().Wrap(Annotate(value.status(), absl::StrCat("reading the UCX secret ", key)));
+  }
+  const std::string secret = absl::HexStringToBytes(*value);
+  if (secret.size() != kSecretBytes || absl::BytesToHexString(secret) != *value) {
+    return Context().Wrap(absl::FailedPreconditionError(absl::StrCat(
+        "store key ", key, " holds ", value->size(),
+        " bytes that are not a UCX secret (64 hex digits): another program or an older build "
+        "uses this store prefix; choose another TransportOptions.store_prefix")));
+  }
+  const std::optional<std::string> token = StringSetting("PADDLE_STORE_TOKEN");
+  if (!token.has_value()) return secret;
+  return std::string(DigestBytes(HmacSha256(*token, secret)));
+}
+
+std::string UcxTransport::DescribeRejected(const std::vector<int>& peers) {
+  std::string out;
+  for (int peer : peers) {
+    const std::string rejected = channels_[peer]->RejectedHellos();
+    if (!rejected.empty())
+      absl::StrAppend(&out, "; on the link to rank ", peer, " dropped ", rejected);
+  }
+  return out;
 }
 
 absl::Status UcxTransport::AwaitHellos(const TransportOptions& options, const Deadline& deadline) {
@@ -247,9 +294,9 @@ absl::Status UcxTransport::AwaitHellos(const TransportOptions& options, const De
       .Hint(absl::StrCat("are those ranks running, and can UCX reach them (UCX_TLS, "
                          "UCX_NET_DEVICES)? ",
                          TimeoutHint(TimeoutKind::kConnect, options.connect_timeout)))
-      .Wrap(absl::DeadlineExceededError(
-          absl::StrCat("no UCX hello exchanged with rank(s) [", absl::StrJoin(missing, ", "),
-                       "] after connecting to their published addresses")));
+      .Wrap(absl::DeadlineExceededError(absl::StrCat(
+          "no UCX hello exchanged with rank(s) [", absl::StrJoin(missing, ", "),
+          "] after connecting to their published addresses", DescribeRejected(missing))));
 }
 
 Channel& UcxTransport::channel(int peer) {

@@ -1,5 +1,5 @@
 // The cross-rank check of Note [Collective debug checks].
-#include "paddle/collective/backends/native/debug_checks.h"
+#include "paddle/collective/backends/common/debug_checks.h"
 
 #include <algorithm>
 #include <array>
@@ -45,18 +45,6 @@ struct Fingerprint {
   // Everything but the pair fields: ranks with equal keys called the same thing.
   std::string Key() const;
 };
-
-// FNV-1a over the counts: the same on every rank and in every process (unlike absl::Hash).
-uint64_t HashCounts(const std::vector<int64_t>& counts) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t c : counts) {
-    for (int b = 0; b < 8; ++b) {
-      h ^= static_cast<uint64_t>(c >> (8 * b)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
-}
 
 // Little-endian, field by field: the same bytes on every host.
 class Writer {
@@ -188,6 +176,39 @@ std::string RankList(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
 }
 
+// Step 3: what this rank finds wrong with the fingerprints; empty if they agree.
+std::string FindDisagreement(const std::vector<Fingerprint>& fingerprints,
+                             const CollectiveCall& call, bool call_valid, int me) {
+  const int n = static_cast<int>(fingerprints.size());
+  std::map<std::string, std::vector<int>> groups;  // call -> ranks that made it
+  for (int r = 0; r < n; ++r) groups[fingerprints[r].Key()].push_back(r);
+  if (groups.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [key, ranks] : groups) {
+      parts.push_back(absl::StrCat(RankList(ranks), " called ", key));
+    }
+    return absl::StrCat("the ranks did not make the same call: ", absl::StrJoin(parts, "; "));
+  }
+  if (call.kind != OpKind::kAlltoallv || !call_valid) return "";
+  std::vector<std::string> parts;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    const Fingerprint& f = fingerprints[p];
+    if (f.to_peer != call.recv_counts[p]) {
+      parts.push_back(absl::StrCat("rank ", p, " sends ", f.to_peer, " elements to rank ", me,
+                                   ", which expects ", call.recv_counts[p], " (its recv_counts[", p,
+                                   "])"));
+    }
+    if (f.from_peer != call.counts[p]) {
+      parts.push_back(absl::StrCat("rank ", me, " sends ", call.counts[p], " elements to rank ", p,
+                                   ", which expects ", f.from_peer, " (its recv_counts[", me,
+                                   "])"));
+    }
+  }
+  if (parts.empty()) return "";
+  return absl::StrCat("send and receive counts do not match up: ", absl::StrJoin(parts, "; "));
+}
+
 // Waits for `request`, bounded by `deadline`; an error gets the context of this exchange.
 absl::Status WaitFor(TransportRequest& request, Transport& transport, int peer, bool is_send,
                      const char* what, size_t bytes, const CollectiveCall& call, uint64_t seq,
@@ -218,13 +239,15 @@ absl::Status WaitFor(TransportRequest& request, Transport& transport, int peer, 
                                    what, is_send ? " to" : " from", " rank ", peer)));
 }
 
-// Steps 2 and 4: sends out[p] to and receives in[p] from every other rank p, `bytes` each, on
-// `tag`. On failure the transport is aborted, and the requests are done with the buffers before
-// this returns.
-absl::Status ExchangeWithAll(Transport& transport, uint64_t tag, const char* what, size_t bytes,
-                             const std::vector<std::vector<uint8_t>>& out,
-                             std::vector<std::vector<uint8_t>>* in, const CollectiveCall& call,
-                             uint64_t seq, const Deadline& deadline) {
+}  // namespace
+
+absl::Status TransportExchange::ExchangeWithAll(int round, const char* what, size_t bytes,
+                                                const std::vector<std::vector<uint8_t>>& out,
+                                                std::vector<std::vector<uint8_t>>* in,
+                                                const CollectiveCall& call, uint64_t seq,
+                                                const Deadline& deadline) {
+  Transport& transport = transport_;
+  const uint64_t tag = tag_ + static_cast<uint64_t>(round);
   const int n = transport.world_size();
   const int me = transport.rank();
   std::vector<std::unique_ptr<TransportRequest>> recvs(n);
@@ -262,45 +285,10 @@ absl::Status ExchangeWithAll(Transport& transport, uint64_t tag, const char* wha
   return error;
 }
 
-// Step 3: what this rank finds wrong with the fingerprints; empty if they agree.
-std::string FindDisagreement(const std::vector<Fingerprint>& fingerprints,
-                             const CollectiveCall& call, bool call_valid, int me) {
-  const int n = static_cast<int>(fingerprints.size());
-  std::map<std::string, std::vector<int>> groups;  // call -> ranks that made it
-  for (int r = 0; r < n; ++r) groups[fingerprints[r].Key()].push_back(r);
-  if (groups.size() > 1) {
-    std::vector<std::string> parts;
-    for (const auto& [key, ranks] : groups) {
-      parts.push_back(absl::StrCat(RankList(ranks), " called ", key));
-    }
-    return absl::StrCat("the ranks did not make the same call: ", absl::StrJoin(parts, "; "));
-  }
-  if (call.kind != OpKind::kAlltoallv || !call_valid) return "";
-  std::vector<std::string> parts;
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    const Fingerprint& f = fingerprints[p];
-    if (f.to_peer != call.recv_counts[p]) {
-      parts.push_back(absl::StrCat("rank ", p, " sends ", f.to_peer, " elements to rank ", me,
-                                   ", which expects ", call.recv_counts[p], " (its recv_counts[", p,
-                                   "])"));
-    }
-    if (f.from_peer != call.counts[p]) {
-      parts.push_back(absl::StrCat("rank ", me, " sends ", call.counts[p], " elements to rank ", p,
-                                   ", which expects ", f.from_peer, " (its recv_counts[", me,
-                                   "])"));
-    }
-  }
-  if (parts.empty()) return "";
-  return absl::StrCat("send and receive counts do not match up: ", absl::StrJoin(parts, "; "));
-}
-
-}  // namespace
-
-absl::Status CheckCallAcrossRanks(Transport& transport, uint64_t tag, const CollectiveCall& call,
-                                  uint64_t seq, bool call_valid, const Deadline& deadline) {
-  const int n = transport.world_size();
-  const int me = transport.rank();
+absl::Status CheckCallAcrossRanks(PeerExchange& exchange, const CollectiveCall& call, uint64_t seq,
+                                  bool call_valid, const Deadline& deadline) {
+  const int n = exchange.world_size();
+  const int me = exchange.rank();
   if (n == 1) return absl::OkStatus();
 
   // Steps 1 and 2: fingerprints.
@@ -311,8 +299,8 @@ absl::Status CheckCallAcrossRanks(Transport& transport, uint64_t tag, const Coll
     const Wire wire = Encode(Make(call, seq, call_valid, p));
     std::copy(wire.begin(), wire.end(), out[p].begin());
   }
-  RETURN_IF_ERROR(ExchangeWithAll(transport, tag, "the call's fingerprint", kFingerprintBytes, out,
-                                  &in, call, seq, deadline));
+  RETURN_IF_ERROR(exchange.ExchangeWithAll(0, "the call's fingerprint", kFingerprintBytes, out, &in,
+                                           call, seq, deadline));
 
   // Step 3: compare.
   std::vector<Fingerprint> fingerprints(n);
@@ -332,8 +320,8 @@ absl::Status CheckCallAcrossRanks(Transport& transport, uint64_t tag, const Coll
   // possibly fails, before every rank has finished reading the fingerprints.
   const std::vector<std::vector<uint8_t>> verdict(n, {disagreement.empty() ? kAgree : kDisagree});
   std::vector<std::vector<uint8_t>> verdicts(n, std::vector<uint8_t>(1));
-  RETURN_IF_ERROR(ExchangeWithAll(transport, tag + 1, "the check's verdict", 1, verdict, &verdicts,
-                                  call, seq, deadline));
+  RETURN_IF_ERROR(exchange.ExchangeWithAll(1, "the check's verdict", 1, verdict, &verdicts, call,
+                                           seq, deadline));
   if (disagreement.empty()) {
     std::vector<int> objecting;
     for (int p = 0; p < n; ++p) {

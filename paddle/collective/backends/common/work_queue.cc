@@ -1,5 +1,5 @@
 // WorkQueue and QueuedWork; see work_queue.h and Note [Communicator failure] in communicator.h.
-#include "paddle/collective/backends/native/work_queue.h"
+#include "paddle/collective/backends/common/work_queue.h"
 
 #include <algorithm>
 #include <utility>
@@ -110,11 +110,13 @@ void QueuedWork::Complete(absl::Status status) {
 
 // ---- WorkQueue ----
 
-WorkQueue::WorkQueue(int rank, int world_size, std::function<void(const absl::Status&)> on_poison)
+WorkQueue::WorkQueue(int rank, int world_size, std::function<void(const absl::Status&)> on_poison,
+                     std::function<void()> thread_init)
     : rank_(rank),
       world_size_(world_size),
       owner_(absl::StrCat("rank ", rank, "/", world_size)),
       on_poison_(std::move(on_poison)),
+      thread_init_(std::move(thread_init)),
       thread_([this] { Run(); }) {
   std::lock_guard<std::mutex> lock(hook_->mu);
   hook_->queue = this;
@@ -185,13 +187,14 @@ absl::Status WorkQueue::NotRun(const QueuedWork& work, const absl::Status& cause
   return absl::Status(
       cause.code(),
       absl::StrCat(work.Describe(), " was not run: the communicator of ", owner_,
-                   " failed earlier and stays failed; build a new one (from a new rendezvous) "
-                   "to continue. The first failure: ",
+                   " was poisoned by an earlier failure and stays poisoned; build a new one "
+                   "(from a new rendezvous) to continue. The first failure: ",
                    cause.message()));
 }
 
 void WorkQueue::Run() {
   ScopedLogRank log_rank(rank_, world_size_);
+  if (thread_init_) thread_init_();
   auto ready = [this] { return !busy_ && (stopping_ || !queue_.empty()); };
   for (;;) {
     Item item;

@@ -1,5 +1,5 @@
-// WorkQueue: the one thread on which a native communicator runs its operations, in call order,
-// and QueuedWork, the Work handle of an operation on it.
+// WorkQueue: the one thread on which a communicator (native, Gloo) runs its operations, in call
+// order, and QueuedWork, the Work handle of an operation on it.
 //
 // Every communicator call returns a QueuedWork at once and appends a task to the queue; the
 // queue's thread runs the tasks one at a time. Because every rank issues its collectives in the
@@ -35,8 +35,8 @@
 // waiter that has to block on a queued operation it
 // does not run itself (a Wait with a timeout, or an operation behind another) wakes a lazy
 // thread at once, so only operations nobody waits for see the back-off.
-#ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
-#define PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
+#ifndef PADDLE_COLLECTIVE_BACKENDS_COMMON_WORK_QUEUE_H_
+#define PADDLE_COLLECTIVE_BACKENDS_COMMON_WORK_QUEUE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -121,8 +121,9 @@ class WorkQueue {
 
   // The queue of `rank` in a group of `world_size` (named "rank 1/4" in messages, and in the log
   // prefix of its thread). `on_poison` runs once, on the thread that poisons the queue, with no
-  // lock held.
-  WorkQueue(int rank, int world_size, std::function<void(const absl::Status&)> on_poison);
+  // lock held. `thread_init`, if set, runs first on the queue's thread (Gloo blocks SIGPIPE).
+  WorkQueue(int rank, int world_size, std::function<void(const absl::Status&)> on_poison,
+            std::function<void()> thread_init = nullptr);
   // Lets the queued tasks run (each is bounded by its own deadline, and they fail at once if the
   // queue is poisoned), then joins the thread.
   ~WorkQueue();
@@ -167,6 +168,7 @@ class WorkQueue {
   const int world_size_;
   const std::string owner_;
   const std::function<void(const absl::Status&)> on_poison_;
+  const std::function<void()> thread_init_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -185,4 +187,4 @@ class WorkQueue {
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_BACKENDS_NATIVE_WORK_QUEUE_H_
+#endif  // PADDLE_COLLECTIVE_BACKENDS_COMMON_WORK_QUEUE_H_
