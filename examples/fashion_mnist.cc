@@ -43,6 +43,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "examples/fashion_mnist_elastic.h"
+#include "examples/fashion_mnist_metrics.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/checkpoint/checkpoint_agreement.h"
 #include "paddle/collective/communicator.h"
@@ -63,6 +64,7 @@
 #include "paddle/optim/lr_schedule.h"
 #include "paddle/optim/sgd.h"
 #include "paddle/parallel/distributed_data_parallel.h"
+#include "paddle/parallel/local_sgd.h"
 #include "paddle/parallel/timeline.h"
 
 namespace paddle::examples {
@@ -102,8 +104,22 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
                              may die, leave (SIGTERM) and join while training goes on; the
                              global --batch stays fixed (examples/fashion_mnist_elastic.h)
   --commit-every=K           --elastic: steps between in-memory commits (default 10)
+  --linear-lr-scaling        --elastic: keep the per-rank batch (--batch / the most workers) and
+                             scale the LR by world / most workers when the world changes
+                             (default: the global batch and the LR stay fixed)
+  --data=memory|tasks        --elastic: the default sampler over the data set in memory, or
+                             tasks of record shards handed out by the task master in the job's
+                             store, exactly once per epoch (docs/data.md)
+  --shards=DIR               --data=tasks: shards from //tools:make_shards --fashion-mnist
+  --records-per-task=N       --data=tasks: records of one task (default 500)
+  --sample-ledger=DIR        --data=tasks: write the sample ids of every committed step here,
+                             for tools/ledger-check
   --barrier-only             benchmark: like --no-sync, but the workers meet once a step (a
                              one-element allreduce): what keeping them in step costs alone
+  --local-sgd=H              average parameters every H steps instead of gradients every step
+                             (paddle/parallel/local_sgd.h, docs/local-sgd.md; default off)
+  --local-sgd-warmup=N       --local-sgd: N synchronous steps first (post-local SGD)
+  --outer-momentum=X         --local-sgd: global momentum on the averages (SlowMo; default 0)
   --batch is the global batch, split evenly across the workers.
 )";
 
@@ -134,8 +150,16 @@ struct Options {
   std::string compression = "none";
   bool no_sync = false;
   bool barrier_only = false;
+  int64_t local_sgd = 0;  // H; 0: off
+  int64_t local_sgd_warmup = 0;
+  double outer_momentum = 0;
   bool elastic = false;
   int64_t commit_every = 10;
+  bool linear_lr_scaling = false;
+  std::string data = "memory";
+  std::string shards;
+  int64_t records_per_task = 500;
+  std::string sample_ledger;
 };
 
 absl::Status ParseOptions(int argc, char** argv, Options* o) {
@@ -155,6 +179,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (arg == "--elastic") {
       o->elastic = true;
+      continue;
+    }
+    if (arg == "--linear-lr-scaling") {
+      o->linear_lr_scaling = true;
       continue;
     }
     if (arg == "--barrier-only") {
@@ -187,6 +215,15 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
       o->backend = value;
     } else if (key == "compression") {
       o->compression = value;
+    } else if (key == "data") {
+      o->data = value;
+      ok = value == "memory" || value == "tasks";
+    } else if (key == "shards") {
+      o->shards = value;
+    } else if (key == "sample-ledger") {
+      o->sample_ledger = value;
+    } else if (key == "records-per-task") {
+      ok = int_flag(&o->records_per_task) && o->records_per_task > 0;
     } else if (key == "bucket-cap-mb") {
       ok = double_flag(&o->bucket_cap_mb) && o->bucket_cap_mb > 0;
     } else if (key == "first-bucket-mb") {
@@ -207,6 +244,12 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
       ok = int_flag(&o->checkpoint_every) && o->checkpoint_every >= 0;
     } else if (key == "keep-checkpoints") {
       ok = int_flag(&o->keep_checkpoints) && o->keep_checkpoints > 0;
+    } else if (key == "local-sgd") {
+      ok = int_flag(&o->local_sgd) && o->local_sgd > 0;
+    } else if (key == "local-sgd-warmup") {
+      ok = int_flag(&o->local_sgd_warmup) && o->local_sgd_warmup >= 0;
+    } else if (key == "outer-momentum") {
+      ok = double_flag(&o->outer_momentum) && o->outer_momentum >= 0 && o->outer_momentum < 1;
     } else if (key == "seed") {
       ok = int_flag(&o->seed) && o->seed >= 0;
     } else if (key == "threads") {
@@ -227,6 +270,17 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
   }
   if (o->resume && o->checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint-dir");
+  }
+  if (o->linear_lr_scaling && !o->elastic) {
+    return absl::InvalidArgumentError("--linear-lr-scaling goes with --elastic");
+  }
+  if (o->data == "tasks" && (!o->elastic || o->shards.empty())) {
+    return absl::InvalidArgumentError(
+        "--data=tasks needs --elastic (its commit carries the task positions) and --shards=DIR "
+        "(bazel run //tools:make_shards -- --out=DIR --fashion-mnist)");
+  }
+  if (o->data != "tasks" && (!o->shards.empty() || !o->sample_ledger.empty())) {
+    return absl::InvalidArgumentError("--shards and --sample-ledger go with --data=tasks");
   }
   return absl::OkStatus();
 }
@@ -465,10 +519,23 @@ int RunElasticJob(const Options& o) {
   run.seed = o.seed;
   run.warmup_epochs = o.warmup_epochs;
   run.commit_every = o.commit_every;
+  run.checkpoint_dir = o.checkpoint_dir;
+  run.checkpoint_every = o.checkpoint_every;
+  run.keep_checkpoints = o.keep_checkpoints;
+  run.resume = o.resume;
+  run.linear_lr_scaling = o.linear_lr_scaling;
   run.bucket_cap_mb = o.bucket_cap_mb;
   run.first_bucket_mb = o.first_bucket_mb;
+  run.data = o.data;
+  run.tasks.shards_dir = o.shards;
+  run.tasks.records_per_task = o.records_per_task;
+  run.tasks.seed = static_cast<uint64_t>(o.seed);
+  run.tasks.ledger_dir = o.sample_ledger;
+  run.tasks.commit_every = o.commit_every;
+  run.tasks.global_batch = o.batch;
   for (auto [split, n, out] : {std::make_tuple(data::Split::kTrain, o.train_samples, &run.train),
                                std::make_tuple(data::Split::kTest, o.test_samples, &run.test)}) {
+    if (split == data::Split::kTrain && o.data == "tasks") continue;  // read from the shards
     absl::StatusOr<data::Dataset> d = data::LoadFashionMnist(split, o.data_dir);
     if (d.ok()) d = Head(*d, n);
     if (!d.ok()) {
@@ -567,6 +634,17 @@ int Run(const Options& o) {
     ddp = *std::move(made);
     if (o.no_sync || o.barrier_only) ddp->set_sync(false);
   }
+  std::unique_ptr<LocalSgd> local_sgd;
+  if (ddp && o.local_sgd > 0) {
+    LocalSgdOptions lo;
+    lo.period = o.local_sgd;
+    lo.warmup_steps = o.local_sgd_warmup;
+    lo.outer_momentum = o.outer_momentum;
+    absl::StatusOr<std::unique_ptr<LocalSgd>> made =
+        LocalSgd::Create(*model, group.comm.get(), lo, ddp.get());
+    if (!made.ok()) return fail(made.status());
+    local_sgd = *std::move(made);
+  }
   // PADDLE_TIMELINE=FILE: a Chrome trace of every rank's steps and bucket allreduces.
   std::unique_ptr<Timeline> timeline = Timeline::FromEnv(group.rank);
   if (timeline && ddp) {
@@ -648,6 +726,7 @@ int Run(const Options& o) {
       }
       absl::Time t3 = span("backward", t2);
       if (st.ok()) st = (*opt)->Step();
+      if (st.ok() && local_sgd) st = local_sgd->AfterStep().status();
       if (!st.ok()) return fail(st);
       span("optimizer", t3);
       absl::StatusOr<Tensor> host_loss = nn::internal::MoveTensor(loss->data(), Device::Cpu());
@@ -710,6 +789,14 @@ int Run(const Options& o) {
   if (timeline) {
     if (absl::Status st = timeline->Write(group.comm.get()); !st.ok()) return fail(st);
     if (leader) std::printf("timeline: %s\n", timeline->path().c_str());
+  }
+  if (local_sgd) {  // one model again on every rank (per-epoch figures are rank 0's replica)
+    if (absl::Status st = local_sgd->Synchronize(); !st.ok()) return fail(st);
+  }
+  if (!device->is_cuda()) {  // metrics reduce CPU tensors, which an NCCL group cannot
+    absl::StatusOr<std::string> global = EvaluateOverRanks(**model, *test, group.comm.get());
+    if (!global.ok()) return fail(global.status());
+    if (leader) std::printf("%s\n", global->c_str());
   }
   if (!leader) return 0;
   if (last_json.empty()) {

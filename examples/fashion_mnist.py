@@ -108,7 +108,7 @@ def main(argv):
                                            compression=o.compression)
         if o.no_sync:
             ddp.set_sync(False)
-    loader = paddle.data.DataLoader(train, sampler, local_batch)
+    loader = paddle.data.DataLoader(train, local_batch, sampler=sampler)
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * o.epochs
     peak_lr = opt.lr

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "paddle/checkpoint/checkpoint.h"
 #include "paddle/collective/store/tcp_store.h"
 #include "paddle/core/status.h"
 #include "paddle/nn/functional.h"
@@ -90,6 +91,22 @@ class Trainer {
   // or a failure (the error, after which the state is rolled back).
   absl::Status Generation(const Membership& m);
   absl::Status Step(int64_t* global_size, double* loss);
+  // --data=tasks: this rank's samples from the task master; *global_size 0 when no rank had any.
+  absl::Status TaskStep(int64_t* global_size, double* loss);
+  // ElasticState::Commit, with the task positions around it (Note [Task positions]).
+  absl::Status CommitState(Communicator& comm);
+  // --data=tasks, a step found no sample anywhere: commit, meet, and let rank 0 end the epoch
+  // (Note [Task positions], step 5). Sets *ended when the epoch is over.
+  absl::Status EpochTail(Communicator& comm, bool leader, bool* ended);
+  int64_t TrainSize() const { return data_ ? data_->num_samples() : run_.train.size(); }
+  // --resume: the newest good checkpoint becomes this worker's commit, unless the job runs.
+  absl::Status Resume();
+  // Rank 0, after a commit: saves it when --checkpoint-every (or the epoch's end) says so.
+  void MaybeSave(const Membership& m, bool epoch_end);
+  // The global batch at world size `world` (--linear-lr-scaling: per-rank batch fixed).
+  int64_t GlobalBatch(int world) const {
+    return run_.linear_lr_scaling ? run_.batch / max_size_ * world : run_.batch;
+  }
 
   const ElasticRun& run_;
   std::shared_ptr<Store> store_;
@@ -100,6 +117,11 @@ class Trainer {
   std::unique_ptr<ElasticState> state_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<TaskData> data_;  // --data=tasks
+  // --checkpoint-dir
+  std::unique_ptr<checkpoint::CheckpointManager> checkpoints_;
+  int64_t last_saved_step_ = -1;
+  int64_t max_size_ = 1;
   std::vector<int64_t> order_;
   int64_t order_epoch_ = -1;
   int64_t steps_per_epoch_ = 0;
@@ -137,6 +159,7 @@ absl::Status Trainer::Setup() {
   o.store = store_;
   o.min_size = static_cast<int>(min_size);
   o.max_size = static_cast<int>(max_size);
+  max_size_ = max_size;
   ASSIGN_OR_RETURN(group_, ElasticGroup::Create(o));
   // The first workers expect each other; a restarted one expects nobody in particular.
   expected_ = restarts == 0 ? static_cast<int>(max_size) : 0;
@@ -147,7 +170,16 @@ absl::Status Trainer::Setup() {
   ASSIGN_OR_RETURN(opt_, run_.make_optimizer(model_->Parameters()));
   state_ = std::make_unique<ElasticState>(model_.get(), opt_.get());
   state_->extras()["rng/dropout_offset"] = 0;  // every rank has the same keys
-  steps_per_epoch_ = StepsPerEpoch(run_.train.size(), run_.batch);
+  if (run_.data == "tasks") {
+    ASSIGN_OR_RETURN(data_, TaskData::Create(store_.get(), run_.tasks));
+    data_->InitExtras(state_->extras());
+  }
+  if (!run_.checkpoint_dir.empty()) {
+    checkpoints_ = std::make_unique<checkpoint::CheckpointManager>(
+        run_.checkpoint_dir, static_cast<int>(run_.keep_checkpoints));
+  }
+  if (run_.resume) RETURN_IF_ERROR(Resume());
+  steps_per_epoch_ = StepsPerEpoch(TrainSize(), run_.batch);
   const int64_t total = std::max<int64_t>(steps_per_epoch_ * run_.epochs, 1);
   ASSIGN_OR_RETURN(std::unique_ptr<optim::CosineLr> cosine,
                    optim::CosineLr::Create(opt_->lr(), total));
@@ -159,6 +191,54 @@ absl::Status Trainer::Setup() {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::Resume() {
+  // A worker that joins a running job (restarted, or on a node started again) must take the
+  // members' state: a commit from disk would make it a stateful member that may close a
+  // generation on its own (Note [Elastic rendezvous]).
+  ASSIGN_OR_RETURN(bool running, group_->JobStarted());
+  if (running) return absl::OkStatus();
+  absl::StatusOr<checkpoint::LoadedCheckpoint> loaded = checkpoints_->LoadLatest();
+  if (absl::IsNotFound(loaded.status())) {
+    std::printf("elastic: no checkpoint to resume in %s; starting from the beginning\n",
+                run_.checkpoint_dir.c_str());
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(loaded.status());
+  auto world = loaded->state.ints.find("elastic/world_size");
+  RETURN_IF_ERROR(Annotate(state_->FromCheckpoint(loaded->state), loaded->path));
+  const TrainProgress& p = state_->progress();
+  // The newest commit ranks first in the first generation, whose rank 0 broadcasts it: every
+  // worker resumes from the same step, whether or not it can read this directory.
+  std::printf(
+      "elastic: resumed from %s: step %lld, epoch %lld, sample %lld of the epoch (written at "
+      "world size %lld)\n",
+      loaded->path.c_str(), static_cast<long long>(p.step), static_cast<long long>(p.epoch + 1),
+      static_cast<long long>(p.samples),
+      static_cast<long long>(world == loaded->state.ints.end() ? -1 : world->second));
+  std::fflush(stdout);
+  last_saved_step_ = p.step;
+  return absl::OkStatus();
+}
+
+void Trainer::MaybeSave(const Membership& m, bool epoch_end) {
+  if (!checkpoints_) return;
+  const int64_t step = state_->committed().step;
+  const int64_t every = run_.checkpoint_every;
+  if (!epoch_end && (every <= 0 || step / every == last_saved_step_ / every)) return;
+  absl::StatusOr<checkpoint::CheckpointState> ckpt = state_->ToCheckpoint();
+  absl::Status st = ckpt.status();
+  if (st.ok()) {
+    ckpt->ints["elastic/world_size"] = m.size;
+    st = checkpoints_->Save(step, *ckpt);
+  }
+  if (!st.ok()) {  // the in-memory commit still protects the job; say so and go on
+    std::fprintf(stderr, "elastic: checkpoint of step %lld not saved: %s\n",
+                 static_cast<long long>(step), st.ToString().c_str());
+    return;
+  }
+  last_saved_step_ = step;
+}
+
 absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
   TrainProgress& p = state_->progress();
   if (order_epoch_ != p.epoch) {
@@ -167,12 +247,21 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
     order_epoch_ = p.epoch;
   }
   Communicator& comm = *group_->comm();
-  ASSIGN_OR_RETURN(BatchShare share, ShareOfGlobalBatch(run_.train.size(), p.samples, run_.batch,
-                                                        comm.rank(), comm.size()));
+  ASSIGN_OR_RETURN(BatchShare share,
+                   ShareOfGlobalBatch(run_.train.size(), p.samples, GlobalBatch(comm.size()),
+                                      comm.rank(), comm.size()));
   Tensor images, labels;
   RETURN_IF_ERROR(
       Gather(run_.train, order_, p.samples + share.begin, share.count, &images, &labels));
-  opt_->set_lr(schedule_->LrAt(p.step));
+  if (run_.linear_lr_scaling) {
+    // The schedule follows the samples seen (steps differ with the world size), its LR scaled
+    // by the linear rule: world / most workers.
+    const int64_t at = (p.epoch * run_.train.size() + p.samples) / run_.batch;
+    opt_->set_lr(schedule_->LrAt(at) * static_cast<double>(comm.size()) /
+                 static_cast<double>(max_size_));
+  } else {
+    opt_->set_lr(schedule_->LrAt(p.step));
+  }
   opt_->ZeroGrad();
   ASSIGN_OR_RETURN(nn::Variable logits, ddp_->Forward(nn::Variable(images)));
   ASSIGN_OR_RETURN(nn::Variable loss, nn::functional::SoftmaxCrossEntropy(logits, labels));
@@ -184,7 +273,62 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
   RETURN_IF_ERROR(ddp_->Backward(weighted));
   RETURN_IF_ERROR(opt_->Step());
   *global_size = share.global_size;
-  *loss_out = loss.data().data<float>()[0];
+  // This rank's part of the global mean loss (AgreeOnChange sums the parts).
+  *loss_out = loss.data().data<float>()[0] * static_cast<double>(share.count) /
+              static_cast<double>(share.global_size);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::TaskStep(int64_t* global_size, double* loss_out) {
+  TrainProgress& p = state_->progress();
+  Communicator& comm = *group_->comm();
+  const int64_t mine = run_.batch / comm.size() + (comm.rank() < run_.batch % comm.size() ? 1 : 0);
+  Tensor images, labels;
+  ASSIGN_OR_RETURN(int64_t got, data_->Take(p.epoch, p.step + 1, mine, &images, &labels));
+  ASSIGN_OR_RETURN(Tensor count, Tensor::Empty({1}, DType::kInt64));
+  count.data<int64_t>()[0] = got;
+  RETURN_IF_ERROR(comm.Allreduce(count, ReduceOp::kSum)->Wait());
+  *global_size = count.data<int64_t>()[0];
+  *loss_out = 0;
+  if (*global_size == 0) return absl::OkStatus();
+  opt_->set_lr(schedule_->LrAt(p.step));
+  opt_->ZeroGrad();
+  ASSIGN_OR_RETURN(nn::Variable logits, ddp_->Forward(nn::Variable(images)));
+  ASSIGN_OR_RETURN(nn::Variable loss, nn::functional::SoftmaxCrossEntropy(logits, labels));
+  // As in Step: DDP averages over ranks, so weight by this rank's share of the step's samples (0
+  // for the dummy sample of a rank that had none).
+  ASSIGN_OR_RETURN(Tensor weight, Tensor::Empty(loss.shape(), DType::kFloat32));
+  weight.data<float>()[0] =
+      static_cast<float>(got * comm.size()) / static_cast<float>(*global_size);
+  ASSIGN_OR_RETURN(nn::Variable weighted, nn::functional::Mul(loss, nn::Variable(weight)));
+  RETURN_IF_ERROR(ddp_->Backward(weighted));
+  RETURN_IF_ERROR(opt_->Step());
+  if (got > 0) {  // this rank's part of the global mean (AgreeOnChange sums the parts)
+    *loss_out =
+        loss.data().data<float>()[0] * static_cast<double>(got) / static_cast<double>(*global_size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CommitState(Communicator& comm) {
+  if (data_) RETURN_IF_ERROR(data_->Exchange(comm, state_->extras()));
+  RETURN_IF_ERROR(state_->Commit());
+  if (data_) RETURN_IF_ERROR(data_->AfterCommit());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::EpochTail(Communicator& comm, bool leader, bool* ended) {
+  absl::Time c0 = absl::Now();
+  RETURN_IF_ERROR(CommitState(comm));
+  commit_time_ += absl::Now() - c0;
+  RETURN_IF_ERROR(comm.Barrier()->Wait());  // every rank has finished its used-up tasks
+  ASSIGN_OR_RETURN(Tensor verdict, Tensor::Zeros({1}, DType::kInt64));
+  if (leader) {
+    ASSIGN_OR_RETURN(bool over, data_->EndEpoch(state_->progress().epoch));
+    verdict.data<int64_t>()[0] = over ? 1 : 0;
+  }
+  RETURN_IF_ERROR(comm.Broadcast(verdict, 0)->Wait());
+  *ended = verdict.data<int64_t>()[0] == 1;
   return absl::OkStatus();
 }
 
@@ -193,6 +337,11 @@ absl::Status Trainer::Generation(const Membership& m) {
   const bool leader = m.rank == 0;
   RETURN_IF_ERROR(state_->Broadcast(comm, 0));
   dropout_->set_offset(static_cast<uint64_t>(state_->extras()["rng/dropout_offset"]));
+  if (data_) {
+    RETURN_IF_ERROR(data_->StartGeneration(state_->extras(), state_->progress().epoch, m.generation,
+                                           m.rank, m.size));
+    RETURN_IF_ERROR(comm.Barrier()->Wait());  // every adoption is in before anyone asks
+  }
   DdpOptions ddp_options;
   ddp_options.bucket_bytes = static_cast<int64_t>(run_.bucket_cap_mb * (1 << 20));
   ddp_options.first_bucket_bytes = static_cast<int64_t>(run_.first_bucket_mb * (1 << 20));
@@ -217,12 +366,24 @@ absl::Status Trainer::Generation(const Membership& m) {
     absl::Time t0 = absl::Now();
     int64_t global_size = 0;
     double loss = 0;
-    RETURN_IF_ERROR(Step(&global_size, &loss));
-    ASSIGN_OR_RETURN(MembershipChange change, group_->AgreeOnChange(g_leave.load()));
-    ++p.step;
-    p.samples += global_size;
-    p.loss_sum += loss;
-    ++p.loss_count;
+    bool epoch_end = false;
+    MembershipChange change;
+    if (data_) {
+      RETURN_IF_ERROR(TaskStep(&global_size, &loss));
+      if (global_size == 0) {
+        RETURN_IF_ERROR(EpochTail(comm, leader, &epoch_end));
+        if (!epoch_end) continue;
+      }
+    } else {
+      RETURN_IF_ERROR(Step(&global_size, &loss));
+    }
+    if (global_size > 0) {
+      ASSIGN_OR_RETURN(change, group_->AgreeOnChange(g_leave.load(), &loss));
+      ++p.step;
+      p.samples += global_size;
+      p.loss_sum += loss;
+      ++p.loss_count;
+    }
     state_->extras()["rng/dropout_offset"] = static_cast<int64_t>(dropout_->offset());
     absl::Time t1 = absl::Now();
     train_time_ += t1 - t0;
@@ -239,7 +400,7 @@ absl::Status Trainer::Generation(const Membership& m) {
         std::fflush(stdout);
       }
     }
-    const bool epoch_end = p.samples >= run_.train.size();
+    if (!data_) epoch_end = p.samples >= run_.train.size();
     if (leader && (t1 - last_progress_ >= absl::Seconds(5))) {
       last_progress_ = t1;
       std::printf("  epoch %lld  step %lld/%lld  world %d  loss %.4f\n",
@@ -265,10 +426,10 @@ absl::Status Trainer::Generation(const Membership& m) {
             accuracy, m.size, seconds);
         std::fflush(stdout);
         last_json_ = absl::StrFormat(
-            "{\"epoch\": %d, \"train_loss\": %.6f, \"test_accuracy\": %.4f, \"world_size\": %d, "
-            "\"membership_changes\": %d, \"recovery_s_max\": %.3f, \"commit_fraction\": %.4f, "
-            "\"commit_bytes\": %d, \"param_hash\": \"%016x\"}",
-            p.epoch, train_loss, accuracy, m.size, group_->changes(), recovery_s_max_,
+            "{\"epoch\": %d, \"steps\": %d, \"train_loss\": %.6f, \"test_accuracy\": %.4f, "
+            "\"world_size\": %d, \"membership_changes\": %d, \"recovery_s_max\": %.3f, "
+            "\"commit_fraction\": %.4f, \"commit_bytes\": %d, \"param_hash\": \"%016x\"}",
+            p.epoch, p.step, train_loss, accuracy, m.size, group_->changes(), recovery_s_max_,
             absl::ToDoubleSeconds(commit_time_) /
                 std::max(1e-9, absl::ToDoubleSeconds(train_time_)),
             state_->commit_bytes(), run_.param_hash(*model_));
@@ -277,8 +438,9 @@ absl::Status Trainer::Generation(const Membership& m) {
     }
     if (p.step % run_.commit_every == 0 || change.any() || epoch_end) {
       absl::Time c0 = absl::Now();
-      RETURN_IF_ERROR(state_->Commit());
+      RETURN_IF_ERROR(CommitState(comm));
       commit_time_ += absl::Now() - c0;
+      if (leader) MaybeSave(m, epoch_end);
     }
     if (change.any()) {
       for (int r : change.leavers) leaving_ = leaving_ || r == m.rank;

@@ -38,13 +38,16 @@ ShardReader::~ShardReader() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  cancelled_.store(true, std::memory_order_relaxed);
   cv_.notify_all();
   producer_.join();
 }
 
 void ShardReader::Produce() {
   absl::Status status;
-  for (size_t r = 0; r < ranges_.size() && status.ok(); ++r) status = ReadRange(r);
+  for (size_t r = 0; r < ranges_.size() && status.ok() && !cancelled_.load(); ++r) {
+    status = ReadRange(r);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
@@ -88,6 +91,9 @@ absl::Status ShardReader::ReadRange(size_t r) {
   int64_t chunk_bytes = 0;
   absl::Status status;
   for (int64_t i = range.begin; i < range.end; ++i) {
+    if (cancelled_.load(std::memory_order_relaxed)) {
+      return absl::CancelledError("ShardReader destroyed");
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       position_ = absl::StrCat("shard ", range.shard, " at byte offset ", reader->offset());

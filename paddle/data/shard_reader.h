@@ -16,10 +16,13 @@
 // error naming the shard and offset being read, not a hang.
 //
 // Not thread-safe: one consumer calls Next(); the producer thread is internal and the destructor
-// stops and joins it.
+// stops and joins it. The producer checks for that before every record it reads (and while it
+// waits for room), so destruction mid-stream takes about one record's read, not the rest of the
+// range.
 #ifndef PADDLE_DATA_SHARD_READER_H_
 #define PADDLE_DATA_SHARD_READER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -91,6 +94,7 @@ class ShardReader {
   int64_t buffered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancelled_{false};  // stop_, for the read loop to check without the lock
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::string position_ ABSL_GUARDED_BY(mu_);  // "shard S at byte B", for timeout errors
 };

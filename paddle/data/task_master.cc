@@ -452,6 +452,86 @@ absl::StatusOr<bool> TaskMaster::Fail(const Task& task, absl::string_view reason
   return accepted;
 }
 
+absl::StatusOr<std::optional<Task>> TaskMaster::Adopt(int64_t epoch, int64_t id,
+                                                      absl::string_view worker) {
+  if (id < 0 || id >= static_cast<int64_t>(tasks_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TaskMaster::Adopt: ", worker, " names task ", id, " of ", tasks_.size()));
+  }
+  std::optional<Task> adopted;
+  absl::Status error;
+  RETURN_IF_ERROR(Transact("Adopt", [&](State& st) {
+    adopted.reset();
+    error = absl::OkStatus();
+    if (st.epoch > epoch) return false;
+    if (st.epoch < epoch) {
+      error = absl::FailedPreconditionError(absl::StrCat("TaskMaster::Adopt: ", worker,
+                                                         " adopts task ", id, " of epoch ", epoch,
+                                                         " but the job is in epoch ", st.epoch));
+      return false;
+    }
+    if (std::find(st.done.begin(), st.done.end(), id) != st.done.end()) return false;
+    for (const auto& a : st.aside) {
+      if (a.first == id) {
+        error = absl::FailedPreconditionError(
+            absl::StrCat("TaskMaster::Adopt: task ", id, " was set aside (", a.second, ")"));
+        return false;
+      }
+    }
+    const absl::Time now = options_.clock();
+    auto it = std::find_if(st.pending.begin(), st.pending.end(),
+                           [&](const State::Pending& p) { return p.id == id; });
+    if (it != st.pending.end()) {
+      st.pending.erase(it);
+    } else {
+      st.todo.erase(std::remove(st.todo.begin(), st.todo.end(), id), st.todo.end());
+    }
+    State::Pending p;
+    p.id = id;
+    p.generation = ++st.generation;
+    p.start_us = ToMicros(now);
+    p.deadline_us = ToMicros(now + Timeout(st));
+    p.worker = Clean(worker);
+    adopted = Task{id, st.epoch, p.generation, tasks_[id], absl::FromUnixMicros(p.deadline_us)};
+    st.pending.push_back(std::move(p));
+    return true;
+  }));
+  RETURN_IF_ERROR(error);
+  return adopted;
+}
+
+absl::StatusOr<bool> TaskMaster::EndEpoch(int64_t epoch) {
+  bool ended = false;
+  absl::Status error;
+  RETURN_IF_ERROR(Transact("EndEpoch", [&](State& st) {
+    error = absl::OkStatus();
+    ended = st.epoch > epoch;
+    if (ended) return false;
+    if (st.epoch < epoch || (st.todo.empty() && st.pending.empty() && st.done.empty())) {
+      error = absl::FailedPreconditionError(absl::StrCat(
+          "TaskMaster::EndEpoch(", epoch, "): the job is in epoch ", st.epoch, " with ",
+          st.done.size(), " tasks done and ", st.aside.size(), " set aside"));
+      return false;
+    }
+    if (!st.pending.empty()) {
+      for (auto it = st.pending.rbegin(); it != st.pending.rend(); ++it) {
+        st.todo.insert(st.todo.begin(), it->id);
+      }
+      st.pending.clear();
+      return true;
+    }
+    if (!st.todo.empty()) return false;
+    st.todo = std::move(st.done);
+    st.done.clear();
+    ++st.epoch;
+    Shuffle(st.todo, options_.seed, st.epoch);
+    ended = true;
+    return true;
+  }));
+  RETURN_IF_ERROR(error);
+  return ended;
+}
+
 absl::StatusOr<TaskMasterState> TaskMaster::GetState() {
   TaskMasterState out;
   RETURN_IF_ERROR(Transact("GetState", [&](State& st) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,21 @@ class TaskMaster {
 
   // Gives a task back after a failure (it counts toward max_failures). Ignored (false) if stale.
   absl::StatusOr<bool> Fail(const Task& task, absl::string_view reason);
+
+  // For a trainer whose committed state names the tasks it holds (Note [Task positions] in
+  // examples/fashion_mnist_tasks.cc): takes task `id` of `epoch` over for `worker` under a new
+  // generation, wherever it is in todo or pending (a hand-out of a dead or stopped worker, or one
+  // that timed out), so the earlier holder's Finish is ignored from now on. nullopt if the task
+  // is already done (or the job is past `epoch`); kFailedPrecondition if it was set aside or
+  // `epoch` is ahead of the job. No failure is counted.
+  absl::StatusOr<std::optional<Task>> Adopt(int64_t epoch, int64_t id, absl::string_view worker);
+
+  // Ends `epoch` for a synchronous trainer whose workers all hold no task: true once the job is
+  // past `epoch` (advancing it when todo and pending are empty, as Ask does). Otherwise every
+  // pending task is a hand-out nobody in the job will finish (taken by a worker that has since
+  // been rolled back or removed): they go back to the head of todo, without a failure counted,
+  // and the answer is false (ask again).
+  absl::StatusOr<bool> EndEpoch(int64_t epoch);
 
   absl::StatusOr<TaskMasterState> GetState();
 

@@ -10,23 +10,82 @@
 namespace paddle::nn {
 
 Variable Module::RegisterParameter(const std::string& name, Tensor value) {
-  Variable v(std::move(value), /*requires_grad=*/true, name);
+  Variable v(std::move(value), /*requires_grad=*/true, prefix_ + name);
   parameters_.emplace_back(name, v);
   return v;
 }
 
 Variable Module::RegisterBuffer(const std::string& name, Tensor value) {
-  Variable v(std::move(value), /*requires_grad=*/false, name);
+  Variable v(std::move(value), /*requires_grad=*/false, prefix_ + name);
   buffers_.emplace_back(name, v);
   return v;
 }
 
+namespace {
+
+// Replaces the entry named `name` in `entries`, or appends it; true when it replaced one.
+template <typename T>
+bool Upsert(std::vector<std::pair<std::string, T>>& entries, const std::string& name, T value) {
+  for (auto& [n, v] : entries) {
+    if (n == name) {
+      v = std::move(value);
+      return true;
+    }
+  }
+  entries.emplace_back(name, std::move(value));
+  return false;
+}
+
+template <typename T>
+bool Contains(const std::vector<std::pair<std::string, T>>& entries, const std::string& name) {
+  for (const auto& [n, v] : entries) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status Module::SetParameter(const std::string& name, Variable v) {
+  if (!v.defined() || !v.is_leaf()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' of the ", type_,
+                                                   " must be a defined leaf tensor (detach() it)"));
+  }
+  if (Contains(buffers_, name) || Contains(children_, name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", type_, " already has a buffer or ", "submodule named '", name, "'"));
+  }
+  v.set_name(prefix_ + name);
+  Upsert(parameters_, name, std::move(v));
+  return absl::OkStatus();
+}
+
+absl::Status Module::SetBuffer(const std::string& name, Variable v) {
+  if (!v.defined() || v.requires_grad()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer '", name, "' of the ", type_, " must be a defined tensor without requires_grad"));
+  }
+  if (Contains(parameters_, name) || Contains(children_, name)) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", type_, " already has a parameter or ",
+                                                   "submodule named '", name, "'"));
+  }
+  v.set_name(prefix_ + name);
+  Upsert(buffers_, name, std::move(v));
+  return absl::OkStatus();
+}
+
+void Module::SetModule(const std::string& name, std::shared_ptr<Module> child) {
+  child->Prefix(prefix_ + name + ".");
+  Upsert(children_, name, std::move(child));
+}
+
 void Module::AddChild(const std::string& name, std::shared_ptr<Module> child) {
-  child->Prefix(name + ".");
+  child->Prefix(prefix_ + name + ".");
   children_.emplace_back(name, std::move(child));
 }
 
 void Module::Prefix(const std::string& prefix) {
+  prefix_ = prefix + prefix_;
   for (auto& [name, v] : parameters_) v.set_name(prefix + v.name());
   for (auto& [name, v] : buffers_) v.set_name(prefix + v.name());
   for (auto& [name, child] : children_) child->Prefix(prefix);

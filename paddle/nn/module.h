@@ -64,12 +64,21 @@ class Module {
     AddChild(name, module);
     return module;
   }
+  // For modules defined outside C++ (python/bindings/py_module.h): registers `v` itself, so the
+  // caller's handle is the entry, or replaces the entry of that name in place (keeping its
+  // position). A parameter must be a leaf; a buffer must not require a gradient.
+  absl::Status SetParameter(const std::string& name, Variable v);
+  absl::Status SetBuffer(const std::string& name, Variable v);
+  void SetModule(const std::string& name, std::shared_ptr<Module> child);
 
  private:
   void AddChild(const std::string& name, std::shared_ptr<Module> child);
   void Prefix(const std::string& prefix);
 
   std::string type_;
+  // This module's path in the tree it belongs to ("features.0."), applied to entries registered
+  // after it was added to a parent.
+  std::string prefix_;
   bool training_ = true;
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<std::pair<std::string, Variable>> buffers_;

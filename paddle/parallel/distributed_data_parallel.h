@@ -58,6 +58,10 @@ class DistributedDataParallel {
   // loss.Backward(), then the gradients' reduction: afterwards every parameter's grad() holds the
   // average over ranks (or, with sync off, this rank's accumulated gradient).
   absl::Status Backward(const autograd::Variable& loss);
+  // Backward() in two halves, for a backward pass started elsewhere (Python's loss.backward()):
+  // PrepareForBackward() before it (again is harmless), FinalizeBackward() after it succeeds.
+  absl::Status PrepareForBackward() { return reducer_->PrepareForBackward(); }
+  absl::Status FinalizeBackward() { return reducer_->FinalizeBackward(); }
   // Off: gradient accumulation without communication; the next synced Backward reduces the sum.
   void set_sync(bool sync) { reducer_->set_sync(sync); }
   // Called for every bucket's allreduce (for timelines; see Reducer::set_bucket_callback).

@@ -16,6 +16,7 @@
 #define PADDLE_PARALLEL_ELASTIC_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,8 +78,14 @@ class ElasticGroup {
   void Leave(const absl::Status& cause = absl::OkStatus());
 
   // Collective over the current communicator: whether this rank wants to leave, and whether any
-  // worker waits to join the next generation (read from the store by rank 0).
-  absl::StatusOr<MembershipChange> AgreeOnChange(bool leaving);
+  // worker waits to join the next generation (read from the store by rank 0). With `sum`, the
+  // same allreduce also sums *sum over the ranks (a step's loss, say) into *sum: no extra
+  // collective per step.
+  absl::StatusOr<MembershipChange> AgreeOnChange(bool leaving, double* sum = nullptr);
+
+  // Whether any generation has formed in the store: the job is running (or has run). A worker
+  // that finds it so gets its state from the members, never from a file.
+  absl::StatusOr<bool> JobStarted();
 
   // Training has finished: workers still waiting to join stop with kCancelled.
   absl::Status MarkDone();
@@ -97,12 +104,15 @@ class ElasticGroup {
   // One attempt at generation `g`: the membership, or kOutOfRange when it closed without us.
   absl::StatusOr<Membership> TryJoin(int64_t g, int64_t commit_step, int expected,
                                      const Deadline& deadline);
+  // Deletes the keys this member wrote for generations g-2 and older.
+  void DeleteOldKeys(int64_t g);
 
   ElasticOptions options_;
   std::unique_ptr<Communicator> comm_;
   Membership membership_;
   bool joined_once_ = false;
   int64_t changes_ = 0;
+  std::map<int64_t, std::vector<std::string>> written_;  // generation -> keys this member wrote
 };
 
 }  // namespace paddle

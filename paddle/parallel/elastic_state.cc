@@ -165,4 +165,86 @@ absl::Status ElasticState::Broadcast(Communicator& comm, int root) {
   return Rollback();
 }
 
+absl::StatusOr<checkpoint::CheckpointState> ElasticState::ToCheckpoint() const {
+  if (!committed_) {
+    return absl::FailedPreconditionError("ElasticState::ToCheckpoint: nothing committed yet");
+  }
+  checkpoint::CheckpointState out;
+  out.tensors = committed_tensors_;  // shares the commit's buffers; the writer only reads them
+  out.ints = committed_ints_;        // the optimizer's, all "optim/..."
+  const TrainProgress& c = committed_progress_;
+  out.ints["progress/epoch"] = c.epoch;
+  out.ints["progress/step"] = c.step;
+  out.ints["progress/samples"] = c.samples;
+  out.ints["progress/loss_sum_bits"] = DoubleBits(c.loss_sum);
+  out.ints["progress/loss_count"] = c.loss_count;
+  for (const auto& [key, v] : committed_extras_) out.ints[absl::StrCat("extra/", key)] = v;
+  return out;
+}
+
+absl::Status ElasticState::FromCheckpoint(const checkpoint::CheckpointState& state) {
+  auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "elastic checkpoint: ", what,
+        "; it was written by another model, optimizer or program (start without --resume, or "
+        "point --checkpoint-dir elsewhere)"));
+  };
+  auto get = [&](const std::string& key) -> absl::StatusOr<int64_t> {
+    auto it = state.ints.find(key);
+    if (it == state.ints.end()) return bad(absl::StrCat("integer '", key, "' is missing"));
+    return it->second;
+  };
+  // 1. Check everything before touching the live state.
+  TrainProgress p;
+  ASSIGN_OR_RETURN(p.epoch, get("progress/epoch"));
+  ASSIGN_OR_RETURN(p.step, get("progress/step"));
+  ASSIGN_OR_RETURN(p.samples, get("progress/samples"));
+  ASSIGN_OR_RETURN(int64_t loss_bits, get("progress/loss_sum_bits"));
+  ASSIGN_OR_RETURN(p.loss_count, get("progress/loss_count"));
+  p.loss_sum = BitsDouble(loss_bits);
+  if (p.epoch < 0 || p.step < 0 || p.samples < 0 || p.loss_count < 0) {
+    return bad(absl::StrFormat("negative progress (epoch %d, step %d, samples %d)", p.epoch, p.step,
+                               p.samples));
+  }
+  std::map<std::string, int64_t> extras;
+  for (const auto& [key, v] : extras_) {
+    ASSIGN_OR_RETURN(extras[key], get(absl::StrCat("extra/", key)));
+  }
+  std::map<std::string, int64_t> ints;
+  int64_t model_entries = 0;
+  for (const auto& [key, v] : state.ints) {
+    if (key.rfind("optim/", 0) == 0) ints[key] = v;
+    if (key.rfind("extra/", 0) == 0 && extras.count(key.substr(6)) == 0) {
+      return bad(absl::StrCat("extra '", key.substr(6), "' is not one of this program's"));
+    }
+  }
+  for (const auto& [name, t] : model_->StateDict()) {
+    auto it = state.tensors.find(absl::StrCat("model/", name));
+    if (it == state.tensors.end()) return bad(absl::StrCat("model tensor '", name, "' is missing"));
+    if (it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) {
+      return bad(absl::StrCat("model tensor '", name, "' is ", it->second.ToString(),
+                              ", the model's is ", t.ToString()));
+    }
+    ++model_entries;
+  }
+  for (const auto& [key, t] : state.tensors) {
+    if (key.rfind("model/", 0) == 0) --model_entries;
+  }
+  if (model_entries != 0) return bad("it holds model tensors this model does not have");
+  // The optimizer checks its own keys and loads nothing on error.
+  RETURN_IF_ERROR(Annotate(optimizer_->LoadState(state.tensors, ints), "elastic checkpoint"));
+  // 2. It becomes the commit, and the live state rolls back to it.
+  committed_tensors_.clear();
+  for (const auto& [key, t] : state.tensors) {
+    if (key.rfind("model/", 0) == 0 || key.rfind("optim/", 0) == 0) committed_tensors_[key] = t;
+  }
+  committed_ints_ = std::move(ints);
+  committed_progress_ = p;
+  committed_extras_ = std::move(extras);
+  committed_ = true;
+  commit_bytes_ = 0;
+  for (const auto& [key, t] : committed_tensors_) commit_bytes_ += static_cast<int64_t>(t.nbytes());
+  return Rollback();
+}
+
 }  // namespace paddle

@@ -22,6 +22,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "paddle/checkpoint/checkpoint_file.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/core/tensor.h"
 #include "paddle/nn/module.h"
@@ -70,6 +72,16 @@ class ElasticState {
   // kInvalidArgument on every rank. On failure the rank's own commit is left as it was
   // (Note [Elastic commit], step 5).
   absl::Status Broadcast(Communicator& comm, int root);
+
+  // The last commit as a checkpoint (paddle/checkpoint): tensors "model/..." and the
+  // optimizer's, ints "progress/..." (the global data position among them), "optim/..." and
+  // "extra/...". Nothing in it depends on the world size, so a job of any size resumes it
+  // (Note [Global data position]). kFailedPrecondition if nothing was committed.
+  absl::StatusOr<checkpoint::CheckpointState> ToCheckpoint() const;
+  // Makes `state` (from ToCheckpoint, at any world size) the commit and rolls back to it.
+  // kInvalidArgument naming what is missing or different when it holds another model, optimizer
+  // or set of extras; the live state is then left as it was.
+  absl::Status FromCheckpoint(const checkpoint::CheckpointState& state);
 
   // Bytes one commit copies (for logs and the commit-cost figure).
   int64_t commit_bytes() const { return commit_bytes_; }

@@ -7,6 +7,7 @@
 // numpy] in common.h). So every call that waits on that thread (Work.wait, creating, splitting
 // and destroying a communicator, a DDP backward pass) releases the GIL first; holding it there
 // could deadlock, and releasing it lets other Python threads run while C++ waits.
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "paddle/collective/work.h"
 #include "paddle/nn/module.h"
 #include "paddle/parallel/distributed_data_parallel.h"
+#include "paddle/parallel/metrics.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/common.h"
 
@@ -351,10 +353,88 @@ void BindDdp(py::module_& d) {
              }
              Check(st);
            })
+      .def("prepare_for_backward",
+           [](Ddp& d) {
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = d.ddp().PrepareForBackward();
+             }
+             Check(st);
+           })
+      .def("finalize_backward",
+           [](Ddp& d) {
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = d.ddp().FinalizeBackward();
+             }
+             Check(st);
+           })
       .def("set_sync", [](Ddp& d, bool sync) { d.ddp().set_sync(sync); })
       .def("comm_wait_seconds",
            [](Ddp& d) { return absl::ToDoubleSeconds(d.ddp().reducer().stats().comm_wait_time); })
       .def("describe_layout", [](Ddp& d) { return d.ddp().reducer().DescribeLayout(); });
+}
+
+// Metrics over every rank's samples (paddle/parallel/metrics.h); sum_over_ranks is a collective.
+void BindMetrics(py::module_& d) {
+  using Scores = py::array_t<float, py::array::c_style | py::array::forcecast>;
+  using Labels = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+  py::class_<AucHistogram>(d, "AucHistogram",
+                           "Binary AUC from score histograms summed over ranks (Note [Histogram "
+                           "AUC] in paddle/parallel/metrics.h).")
+      .def(py::init([](int64_t buckets) { return Unwrap(AucHistogram::Create(buckets)); }),
+           py::arg("buckets") = AucHistogram::kDefaultBuckets)
+      .def(
+          "add",
+          [](AucHistogram& h, const Scores& scores, const Labels& labels) {
+            Check(h.Add(absl::MakeConstSpan(scores.data(), scores.size()),
+                        absl::MakeConstSpan(labels.data(), labels.size())));
+          },
+          py::arg("scores"), py::arg("labels"))
+      .def(
+          "sum_over_ranks",
+          [](AucHistogram& h, const std::shared_ptr<ProcessGroup>& g,
+             const std::optional<double>& s) {
+            absl::Status st;
+            {
+              py::gil_scoped_release release;
+              st = h.SumOverRanks(g->comm(), CallOptions{Seconds(s)});
+            }
+            Check(st);
+          },
+          py::arg("group"), py::arg("timeout") = py::none())
+      .def("auc", [](const AucHistogram& h) { return Unwrap(h.Auc()); })
+      .def("error_bound", &AucHistogram::ErrorBound)
+      .def_property_readonly("buckets", &AucHistogram::buckets)
+      .def_property_readonly("positives", &AucHistogram::positives)
+      .def_property_readonly("negatives", &AucHistogram::negatives);
+  py::class_<ClassificationTotals>(d, "ClassificationTotals",
+                                   "Accuracy and mean loss over every sample of every rank.")
+      .def(py::init<>())
+      .def(
+          "add",
+          [](ClassificationTotals& t, int64_t samples, int64_t correct, double loss_sum) {
+            Check(t.Add(samples, correct, loss_sum));
+          },
+          py::arg("samples"), py::arg("correct"), py::arg("loss_sum"))
+      .def(
+          "sum_over_ranks",
+          [](ClassificationTotals& t, const std::shared_ptr<ProcessGroup>& g,
+             const std::optional<double>& s) {
+            absl::Status st;
+            {
+              py::gil_scoped_release release;
+              st = t.SumOverRanks(g->comm(), CallOptions{Seconds(s)});
+            }
+            Check(st);
+          },
+          py::arg("group"), py::arg("timeout") = py::none())
+      .def("accuracy", [](const ClassificationTotals& t) { return Unwrap(t.Accuracy()); })
+      .def("mean_loss", [](const ClassificationTotals& t) { return Unwrap(t.MeanLoss()); })
+      .def_property_readonly("samples", &ClassificationTotals::samples)
+      .def_property_readonly("correct", &ClassificationTotals::correct);
 }
 
 }  // namespace
@@ -364,6 +444,7 @@ void BindDistributed(py::module_& m) {
   d.attr("MAX_WORLD_SIZE") = kMaxWorldSize;
   BindGroup(d);
   BindDdp(d);
+  BindMetrics(d);
 }
 
 }  // namespace paddle::python

@@ -2,7 +2,9 @@
 //
 // Every layer is the C++ object itself, held by shared_ptr so a Sequential, a model and the
 // Python handle share it; parameters() returns the live Variables (not copies), which is what
-// optimizers update in place. Forward passes release the GIL: they are pure C++ compute.
+// optimizers update in place. Forward passes release the GIL: they are pure C++ compute. The
+// Module class is also the base of modules written in Python (py_module.h), which register
+// their entries through _set_parameter / _set_buffer / _set_module.
 #include <pybind11/stl.h>
 
 #include <map>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "paddle/core/device.h"
 #include "paddle/nn/functional.h"
 #include "paddle/nn/generator.h"
 #include "paddle/nn/layers.h"
@@ -19,6 +22,7 @@
 #include "paddle/nn/module.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/common.h"
+#include "python/bindings/py_module.h"
 
 namespace paddle::python {
 namespace {
@@ -45,6 +49,17 @@ std::shared_ptr<Generator> InitGenerator(const py::object& generator) {
   return py::module_::import("paddle.nn")
       .attr("default_generator")()
       .cast<std::shared_ptr<Generator>>();
+}
+
+PyModule& AsPyModule(Module& m) {
+  auto* py_module = dynamic_cast<PyModule*>(&m);
+  if (py_module == nullptr) {
+    throw py::type_error(
+        "entries can be registered on Python-defined modules only (subclasses "
+        "of paddle.nn.Module), not on the C++ " +
+        m.type());
+  }
+  return *py_module;
 }
 
 Variable Forward(Module& m, const Variable& x) {
@@ -87,7 +102,33 @@ void BindModules(py::module_& nn) {
       .def_property_readonly("stream", &Generator::stream)
       .def_property("offset", &Generator::offset, &Generator::set_offset);
 
-  py::class_<Module, std::shared_ptr<Module>>(nn, "Module")
+  // Only Python subclasses (paddle.nn.Module) construct this class directly: they get a PyModule.
+  py::class_<Module, PyModule, std::shared_ptr<Module>>(nn, "Module")
+      .def(py::init_alias<std::string>(), py::arg("type"))
+      .def("_set_parameter", [](Module& m, const std::string& name,
+                                const Variable& v) { Check(AsPyModule(m).SetParameter(name, v)); })
+      .def("_set_buffer", [](Module& m, const std::string& name,
+                             const Variable& v) { Check(AsPyModule(m).SetBuffer(name, v)); })
+      .def("_set_module",
+           [](Module& m, const std::string& name, std::shared_ptr<Module> child) {
+             AsPyModule(m).SetModule(name, std::move(child));
+           })
+      .def(
+          "to",
+          [](Module& m, const std::string& device) -> Module& {
+            Device target = Unwrap(ParseDevice(device));  // raises: needs the GIL
+            absl::Status st;
+            {
+              py::gil_scoped_release release;
+              st = m.To(target);
+            }
+            Check(st);
+            return m;
+          },
+          py::arg("device"), py::return_value_policy::reference,
+          "Moves every parameter and buffer to `device` ('cpu', 'cuda', 'cuda:N'); all or "
+          "nothing. Without CUDA support or a GPU: RuntimeError naming the device.")
+      .def_property_readonly("device", [](const Module& m) { return m.device().ToString(); })
       .def("__call__", &Forward, py::arg("input"))
       .def("forward", &Forward, py::arg("input"))
       .def("parameters", &Module::Parameters)
@@ -175,11 +216,14 @@ void BindModules(py::module_& nn) {
   py::class_<nn::Flatten, Module, std::shared_ptr<nn::Flatten>>(nn, "Flatten").def(py::init<>());
   py::class_<nn::Sequential, Module, std::shared_ptr<nn::Sequential>>(nn, "Sequential")
       .def(py::init([](const py::args& layers) {
-        auto seq = std::make_shared<nn::Sequential>();
-        for (const py::handle& l : layers) seq->Add(l.cast<std::shared_ptr<Module>>());
-        return seq;
-      }))
-      .def("append", [](nn::Sequential& s, std::shared_ptr<Module> l) { s.Add(std::move(l)); });
+             auto seq = std::make_shared<nn::Sequential>();
+             for (const py::handle& l : layers) seq->Add(l.cast<std::shared_ptr<Module>>());
+             return seq;
+           }),
+           py::keep_alive<1, 2>())  // Note [Python module lifetime]
+      .def(
+          "append", [](nn::Sequential& s, std::shared_ptr<Module> l) { s.Add(std::move(l)); },
+          py::keep_alive<1, 2>());
 
   nn.def(
       "make_model",

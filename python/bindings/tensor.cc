@@ -20,6 +20,7 @@
 namespace paddle::python {
 namespace {
 
+using autograd::Edge;
 using autograd::Variable;
 using Grads = absl::StatusOr<std::vector<Tensor>>;
 namespace F = nn::functional;
@@ -111,6 +112,76 @@ std::string Repr(const Variable& v) {
                       v.name().empty() ? "" : absl::StrCat(", name='", v.name(), "'"), ")");
 }
 
+const Variable& Defined(const Variable& v);
+
+// Note [Python functions in the graph]: paddle.autograd.Function records a node whose backward
+// calls Python. The engine runs it with the GIL released (Tensor.backward releases it), so the
+// node takes the GIL to call, and its reference to the Python callable is dropped under the GIL
+// too, from whichever thread frees the graph.
+class PyCallable {
+ public:
+  explicit PyCallable(py::object fn) : fn_(fn.release().ptr()) {}
+  ~PyCallable() {
+    if (!Py_IsInitialized()) return;  // interpreter gone: nothing left to release
+    py::gil_scoped_acquire gil;
+    Py_DECREF(fn_);
+  }
+  PyCallable(const PyCallable&) = delete;
+  PyCallable& operator=(const PyCallable&) = delete;
+  py::handle get() const { return fn_; }
+
+ private:
+  PyObject* fn_;
+};
+
+// `output` (computed without a graph) as the result of an operation on `inputs` whose gradients
+// `backward(grad_output)` returns: a sequence with one entry per input, each a Tensor, a numpy
+// array or None (no gradient).
+Variable RecordPythonFunction(const Variable& output, const std::vector<Variable>& inputs,
+                              py::function backward) {
+  std::vector<Edge> edges;
+  std::vector<Shape> shapes;
+  for (const Variable& v : inputs) {
+    edges.push_back(Defined(v).GradientEdge());
+    shapes.push_back(v.shape());
+  }
+  auto fn = std::make_shared<PyCallable>(std::move(backward));
+  return autograd::RecordOperation(
+      Defined(output).data(), "python_function", std::move(edges),
+      [fn, shapes](const Tensor& g) -> Grads {
+        py::gil_scoped_acquire gil;
+        try {
+          py::object result = fn->get()(Variable(g));
+          py::sequence grads = py::reinterpret_borrow<py::sequence>(result);
+          if (!py::isinstance<py::sequence>(result) || py::len(grads) != shapes.size()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "autograd.Function.backward must return one gradient per tensor input (",
+                shapes.size(), "), got ", std::string(py::repr(result))));
+          }
+          std::vector<Tensor> out;
+          for (size_t i = 0; i < shapes.size(); ++i) {
+            py::object gi = grads[i];
+            if (gi.is_none()) {
+              out.emplace_back();
+              continue;
+            }
+            Tensor t = py::isinstance<Variable>(gi)
+                           ? gi.cast<const Variable&>().data()
+                           : TensorFromNumpy(py::array::ensure(gi, py::array::c_style));
+            if (t.shape() != shapes[i]) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "autograd.Function.backward: the gradient of input ", i, " has shape ",
+                  ShapeToString(t.shape()), ", the input has ", ShapeToString(shapes[i])));
+            }
+            out.push_back(std::move(t));
+          }
+          return out;
+        } catch (py::error_already_set& e) {
+          return absl::InternalError(absl::StrCat("autograd.Function.backward raised ", e.what()));
+        }
+      });
+}
+
 const Variable& Defined(const Variable& v) {
   if (!v.defined()) throw py::value_error("the tensor is undefined");
   return v;
@@ -148,6 +219,11 @@ void BindTensor(py::module_& m) {
 that takes part in automatic differentiation. Views numpy memory without copies
 (paddle.from_numpy) and is viewed by numpy without copies (Tensor.numpy(), np.asarray(t)).)");
   tensor
+      .def(py::init([](const Variable& data, bool requires_grad) {
+             return Variable(Defined(data).data(), requires_grad, data.name());
+           }),
+           py::arg("data"), py::arg("requires_grad") = false,
+           "A new leaf sharing `data`'s memory (paddle.nn.Parameter builds on it).")
       .def_static(
           "from_numpy",
           [](const py::array& a, bool requires_grad, const std::string& name,
@@ -271,6 +347,8 @@ that takes part in automatic differentiation. Views numpy memory without copies
       .def("__repr__", &Repr);
 
   m.def("matmul", &Matmul, py::arg("a"), py::arg("b"));
+  m.def("_record_function", &RecordPythonFunction, py::arg("output"), py::arg("inputs"),
+        py::arg("backward"), "Note [Python functions in the graph] (python/bindings/tensor.cc)");
   m.def(
       "full",
       [](const std::vector<int64_t>& shape, double value, const std::string& dtype,

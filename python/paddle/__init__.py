@@ -12,13 +12,22 @@ import numpy as np
 from paddle import _C
 from paddle._C import (Tensor, bfloat16_to_float, convert_path, dtype_size, float_to_bfloat16,
                        float_to_half, full, get_num_threads, half_to_float, is_grad_enabled,
-                       matmul, philox_uniform, set_num_threads)
+                       philox_uniform, set_num_threads)
+from paddle import autograd, _tensor_ops  # noqa: I100 (autograd first: _tensor_ops uses it)
+from paddle._tensor_ops import (abs, argmax, cat, div, eq, exp, ge, gt, le, log, log_softmax, lt,
+                                matmul, max, mean, min, mul, ne, permute, pow, sigmoid, softmax,
+                                sqrt, squeeze, stack, sum, tanh, transpose, unsqueeze, where)
+
+_tensor_ops.install()
 
 __all__ = [
     "Tensor", "from_numpy", "tensor", "zeros", "ones", "full", "matmul", "no_grad", "grad",
     "is_grad_enabled", "save", "load", "manual_seed", "set_num_threads", "get_num_threads",
     "bfloat16_to_float", "convert_path", "dtype_size", "float_to_bfloat16", "float_to_half",
-    "half_to_float", "philox_uniform",
+    "half_to_float", "philox_uniform", "autograd", "abs", "argmax", "cat", "div", "eq", "exp",
+    "ge", "gt", "le", "log", "log_softmax", "lt", "max", "mean", "min", "mul", "ne", "permute",
+    "pow", "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sum", "tanh", "transpose",
+    "unsqueeze", "where", "randn", "rand", "arange",
 ]
 
 
@@ -56,8 +65,39 @@ def ones(shape, dtype="float32", requires_grad=False):
     return tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
 
 
+def randn(*shape, dtype="float32", requires_grad=False, seed=None):
+    """Standard normal samples from numpy's generator (seeded by `seed` when given)."""
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    values = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    return from_numpy(values, requires_grad=requires_grad)
+
+
+def rand(*shape, dtype="float32", requires_grad=False, seed=None):
+    """Uniform samples in [0, 1) from numpy's generator (seeded by `seed` when given)."""
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    values = np.random.default_rng(seed).random(shape).astype(dtype)
+    return from_numpy(values, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None):
+    values = np.arange(start, end, step) if end is not None else np.arange(start)
+    if dtype is None and values.dtype == np.float64:
+        dtype = "float32"
+    return from_numpy(np.ascontiguousarray(values.astype(dtype or values.dtype)))
+
+
+_DEVICE_PREFIXES = ("cpu", "cuda")
+
+
 def _tensor_to(self, dtype):
-    """A copy converted to `dtype` (float32, float64, int64, ...), cut from the graph."""
+    """A copy converted to `dtype` (float32, float64, int64, ...), cut from the graph; or, for
+    a device ("cpu", "cuda", "cuda:N"), the tensor on that device."""
+    if isinstance(dtype, str) and dtype.split(":")[0] in _DEVICE_PREFIXES:
+        if dtype == "cpu":
+            return self
+        raise RuntimeError(f"tensor.to({dtype!r}): paddle.Tensor lives on the CPU in this "
+                           "build; modules move with Module.to(), which fails the same way when "
+                           "CUDA is not built or no GPU is present")
     if self.dtype == dtype:
         return self.clone()
     if self.dtype == "bfloat16":

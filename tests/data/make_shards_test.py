@@ -167,6 +167,24 @@ class LedgerCheckTest(unittest.TestCase):
         self.assertIn("epoch 1: 0 missing, 2 repeated", r.stdout)
         self.assertIn("total: 3 missing, 3 repeated", r.stdout)
 
+    def test_lines_of_one_step_written_by_several_workers_count_once(self):
+        a = {"epoch": 0, "step": 1, "generation": 2, "rank": 0, "samples": [0, 1, 2]}
+        b = {"epoch": 0, "step": 1, "generation": 2, "rank": 1, "samples": [3, 4, 5]}
+        d = self.ledger([[a, b], [a, b]])
+        r = self.check(d, epochs=1)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # The same step redone in a later generation is a second sighting.
+        d = self.ledger([[a, b], [dict(a, generation=3)]])
+        r = self.check(d, epochs=1)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("epoch 0: 0 missing, 3 repeated", r.stdout)
+        # One step listed with other samples by another worker: the ledger is inconsistent.
+        d = self.ledger([[a, b], [dict(a, samples=[0, 1, 3])]])
+        r = self.check(d, epochs=1)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("rank1.jsonl:1: epoch 0 step 1 generation 2 rank 0 lists other samples",
+                      r.stderr)
+
     def test_bad_lines_are_named(self):
         d = self.ledger([["{not json", {"epoch": 0, "step": 0, "samples": [9]},
                           {"epoch": 7, "step": 0, "samples": [1]},

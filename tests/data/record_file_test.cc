@@ -266,6 +266,22 @@ TEST(ShardReaderTest, DestroyedMidRangeJoinsPromptly) {
   reader->reset();  // must not hang
 }
 
+// With room in the queue the producer is reading, not waiting: destruction must still stop it
+// within a record or so, not after the chunk or the ranges it has left (here 40 x 20000 records,
+// seconds of reading).
+TEST(ShardReaderTest, DestroyedWhileReadingStopsWithinARecord) {
+  const std::string a = WriteShard(TempDir() + "/a", 20000);
+  std::vector<RecordRange> ranges(40, RecordRange{a, 0, 20000});
+  ShardReaderOptions options;
+  options.max_buffered_bytes = int64_t{1} << 30;
+  auto reader = ShardReader::Create(ranges, options);
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE((*reader)->Next().ok());
+  const absl::Time t0 = absl::Now();
+  reader->reset();
+  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(250));
+}
+
 // An infinite timeout means no limit; converted naively to a std::chrono deadline it overflowed
 // and every Next() that had to wait failed at once.
 TEST(ShardReaderTest, InfiniteTimeoutWaits) {

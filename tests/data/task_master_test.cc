@@ -225,6 +225,57 @@ TEST_P(TaskMasterTest, TimeoutHandsTaskOutAgainAndIgnoresTheLateReport) {
   EXPECT_EQ(a->Ask(5, "a").status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_P(TaskMasterTest, AdoptTakesTasksOverAndEndEpochReclaimsOrphans) {
+  std::unique_ptr<Store> sa = env_->Client(), sb = env_->Client();
+  std::unique_ptr<TaskMaster> a = Master(sa.get(), Tasks(4));
+  std::unique_ptr<TaskMaster> b = Master(sb.get(), Tasks(4));
+  Task held = AskTask(*a, 0, "a");    // named by a commit: b adopts it
+  Task orphan = AskTask(*a, 0, "a");  // taken after the commit: nobody will finish it
+  Task fresh = AskTask(*b, 0, "b");
+  absl::StatusOr<std::optional<Task>> adopted = b->Adopt(0, held.id, "b");
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  ASSERT_TRUE(adopted->has_value());
+  EXPECT_EQ((*adopted)->id, held.id);
+  EXPECT_EQ((*adopted)->range, held.range);
+  EXPECT_GT((*adopted)->generation, held.generation);
+  EXPECT_EQ(*a->Finish({held}), std::vector<bool>{false});  // the earlier holder is ignored
+  EXPECT_EQ(*b->Finish({**adopted, fresh}), (std::vector<bool>{true, true}));
+  // Adopting a done task says so; a task still in todo is adopted from there.
+  absl::StatusOr<std::optional<Task>> done = b->Adopt(0, held.id, "b");
+  ASSERT_TRUE(done.ok());
+  EXPECT_FALSE(done->has_value());
+  absl::StatusOr<TaskMasterState> st = b->GetState();
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->todo.size(), 1u);
+  const int64_t last = st->todo[0];
+  absl::StatusOr<std::optional<Task>> from_todo = b->Adopt(0, last, "b");
+  ASSERT_TRUE(from_todo.ok() && from_todo->has_value());
+  ASSERT_TRUE(*b->Finish({**from_todo}) == std::vector<bool>{true});
+  // Only the orphan is left pending: EndEpoch puts it back in todo, counting no failure.
+  EXPECT_EQ(*b->EndEpoch(0), false);
+  st = b->GetState();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->todo, std::vector<int64_t>{orphan.id});
+  EXPECT_TRUE(st->pending.empty());
+  EXPECT_EQ(*a->Finish({orphan}), std::vector<bool>{false});
+  Task again = AskTask(*b, 0, "b");
+  EXPECT_EQ(again.id, orphan.id);
+  ASSERT_TRUE(*b->Finish({again}) == std::vector<bool>{true});
+  EXPECT_EQ(*b->EndEpoch(0), true);  // advances the job
+  EXPECT_EQ(*a->EndEpoch(0), true);  // and says so again to the others
+  st = b->GetState();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->epoch, 1);
+  EXPECT_EQ(st->todo.size(), 4u);
+  // Errors: ahead of the job, or a task out of range.
+  EXPECT_EQ(b->EndEpoch(3).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b->Adopt(3, 0, "b").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b->Adopt(1, 99, "b").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::optional<Task>> old = b->Adopt(0, 1, "b");  // a finished epoch
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->has_value());
+}
+
 TEST_P(TaskMasterTest, TimeoutFollowsObservedTaskTime) {
   std::unique_ptr<Store> store = env_->Client();
   std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(4));

@@ -41,6 +41,39 @@ TEST(ModuleTest, ModelShapesAndNames) {
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("unknown model 'vgg'"));
 }
 
+// A module whose entries are set from outside, as a Python-defined module's are.
+class OpenModule : public Module {
+ public:
+  OpenModule() : Module("Open") {}
+  absl::StatusOr<Variable> Forward(const Variable& x) override { return x; }
+  using Module::SetBuffer;
+  using Module::SetModule;
+  using Module::SetParameter;
+};
+
+TEST(ModuleTest, SetEntriesKeepIdentityOrderAndFullNames) {
+  auto root = std::make_shared<OpenModule>();
+  auto child = std::make_shared<OpenModule>();
+  Variable w(*Tensor::Empty({2}, DType::kFloat32), /*requires_grad=*/true);
+  ASSERT_TRUE(child->SetParameter("w", w).ok());
+  root->SetModule("block", child);
+  // Registered after the child joined its parent: still named by its full path.
+  Variable b(*Tensor::Empty({3}, DType::kFloat32), /*requires_grad=*/true);
+  ASSERT_TRUE(child->SetParameter("b", b).ok());
+  ASSERT_TRUE(root->SetBuffer("count", Variable(*Tensor::Empty({1}, DType::kInt64))).ok());
+  EXPECT_THAT(Names(*root), ::testing::ElementsAre("block.w", "block.b"));
+  EXPECT_EQ(root->Parameters()[0].id(), w.id());  // the caller's handle is the parameter
+  EXPECT_EQ(root->NamedBuffers()[0].first, "count");
+  // Replacing keeps the position; a name used by another kind of entry is an error.
+  Variable w2(*Tensor::Empty({5}, DType::kFloat32), /*requires_grad=*/true);
+  ASSERT_TRUE(child->SetParameter("w", w2).ok());
+  EXPECT_EQ(root->Parameters()[0].id(), w2.id());
+  EXPECT_EQ(root->NumParameters(), 8);
+  EXPECT_EQ(root->SetParameter("count", w).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(root->SetBuffer("count", w).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(root->SetParameter("x", Variable()).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ModuleTest, SeedFixesInitialisation) {
   auto gen = std::make_shared<Generator>(1, 1);
   auto a = (*MakeModel("mlp", 7, gen))->StateDict();

@@ -2,11 +2,15 @@
 // batch split (paddle/parallel/global_batch.h).
 #include "paddle/parallel/elastic_state.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "paddle/checkpoint/checkpoint.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/store/hash_store.h"
 #include "paddle/core/tensor.h"
@@ -63,6 +67,54 @@ std::vector<std::vector<char>> Snapshot(const Replica& r) {
     for (size_t s = 0; s < r.opt->slot_names().size(); ++s) add(r.opt->state(i, s));
   }
   return out;
+}
+
+// The commit through a checkpoint file on disk (CheckpointManager) into a fresh replica: the
+// same bytes, progress (the global data position) and extras; a checkpoint of another model or
+// without an extra is an error that leaves the live state alone.
+TEST(ElasticStateTest, CheckpointRoundTripThroughAFile) {
+  Replica a = MakeReplica("mlp", 1);
+  EXPECT_EQ(a.state->ToCheckpoint().status().code(), absl::StatusCode::kFailedPrecondition);
+  TrainStep(a, 1);
+  TrainStep(a, 2);
+  a.state->progress() = {1, 950, 5184, 7.5, 12};
+  a.state->extras()["rng/dropout_offset"] = 77;
+  ASSERT_TRUE(a.state->Commit().ok());
+  TrainStep(a, 3);  // the live state moves on; the checkpoint holds the commit
+  const std::string dir = absl::StrCat(testing::TempDir(), "/elastic_ckpt_", getpid());
+  checkpoint::CheckpointManager manager(dir);
+  ASSERT_TRUE(manager.Save(950, a.state->ToCheckpoint().value()).ok());
+  ASSERT_TRUE(a.state->Rollback().ok());
+  std::vector<std::vector<char>> committed = Snapshot(a);
+
+  Replica b = MakeReplica("mlp", 9);  // other weights
+  b.state->extras()["rng/dropout_offset"] = 0;
+  absl::StatusOr<checkpoint::LoadedCheckpoint> loaded = manager.LoadLatest();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(b.state->FromCheckpoint(loaded->state).ok());
+  EXPECT_EQ(Snapshot(b), committed);
+  EXPECT_EQ(b.state->progress(), (TrainProgress{1, 950, 5184, 7.5, 12}));
+  EXPECT_EQ(b.state->committed(), (TrainProgress{1, 950, 5184, 7.5, 12}));
+  EXPECT_EQ(b.state->extras()["rng/dropout_offset"], 77);
+  EXPECT_EQ(b.opt->step_count(), 2);
+  EXPECT_EQ(b.state->commit_bytes(), a.state->commit_bytes());
+
+  // Another model: an error naming a tensor; the live state is untouched.
+  Replica c = MakeReplica("cnn", 3);
+  c.state->extras()["rng/dropout_offset"] = 0;
+  std::vector<std::vector<char>> before = Snapshot(c);
+  absl::Status st = c.state->FromCheckpoint(loaded->state);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("model tensor"), absl::string_view::npos) << st;
+  EXPECT_EQ(Snapshot(c), before);
+  EXPECT_FALSE(c.state->has_commit());
+  // An extra the program has that the checkpoint lacks.
+  Replica d = MakeReplica("mlp", 4);
+  d.state->extras()["rng/dropout_offset"] = 0;
+  d.state->extras()["data/cursor"] = 0;
+  st = d.state->FromCheckpoint(loaded->state);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("extra/data/cursor"), absl::string_view::npos) << st;
 }
 
 TEST(ElasticStateTest, RollbackRestoresEverythingBitwise) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -157,6 +158,7 @@ TEST(ElasticGroupTest, TwentyMembershipChangesLeaveNothingBehind) {
     }
   };
   wait_for([&] { return script.max_step.load() >= 5; }, "the first steps");
+  const int64_t keys_one_generation = script.store->NumKeys().value();
   // 10 rounds of (one worker dies or leaves, a new one joins): 20 membership changes.
   int deaths = 0;
   for (int round = 0; round < 10; ++round) {
@@ -197,6 +199,13 @@ TEST(ElasticGroupTest, TwentyMembershipChangesLeaveNothingBehind) {
   EXPECT_EQ(CountEntries("/proc/self/fd"), fds_before);
   EXPECT_EQ(CountEntries("/dev/shm", shm_mark), shm_before);
   EXPECT_EQ(deaths, 5);
+  // Old generations' keys are deleted: what stays is the last two generations' and those of the
+  // members that left or died (each keeps its last two); without the cleanup every one of the
+  // 20+ generations would leave about keys_one_generation keys.
+  const int64_t keys_end = script.store->NumKeys().value();
+  std::printf("store keys: %lld after the first generation, %lld after 20 changes\n",
+              static_cast<long long>(keys_one_generation), static_cast<long long>(keys_end));
+  EXPECT_LE(keys_end, 8 * keys_one_generation);
 }
 
 TEST(ElasticGroupTest, JoinTimesOutNamingWhatIsMissing) {
@@ -205,6 +214,19 @@ TEST(ElasticGroupTest, JoinTimesOutNamingWhatIsMissing) {
   o.join_timeout = absl::Milliseconds(300);
   std::unique_ptr<ElasticGroup> group = ElasticGroup::Create(o).value();
   absl::StatusOr<Membership> m = group->Join(/*commit_step=*/5, /*expected=*/0);
+  ASSERT_EQ(m.status().code(), absl::StatusCode::kDeadlineExceeded) << m.status();
+  EXPECT_NE(m.status().message().find("1 worker(s) arrived, min_size 2"), std::string::npos)
+      << m.status();
+}
+
+// A lone survivor that expects only itself (its peer died) still waits for min_size: a group
+// below the minimum must not form and train, or take data tasks, on its own.
+TEST(ElasticGroupTest, ExpectedBelowMinSizeDoesNotFormAGroup) {
+  ElasticOptions o = Options(std::make_shared<HashStore>());
+  o.min_size = 2;
+  o.join_timeout = absl::Milliseconds(300);
+  std::unique_ptr<ElasticGroup> group = ElasticGroup::Create(o).value();
+  absl::StatusOr<Membership> m = group->Join(/*commit_step=*/5, /*expected=*/1);
   ASSERT_EQ(m.status().code(), absl::StatusCode::kDeadlineExceeded) << m.status();
   EXPECT_NE(m.status().message().find("1 worker(s) arrived, min_size 2"), std::string::npos)
       << m.status();

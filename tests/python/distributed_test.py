@@ -64,6 +64,13 @@ def test_ddp_keeps_replicas_identical():
     assert len(hashes) == 1
 
 
+def test_ddp_python_module_with_loss_backward_matches_one_process():
+    results = run_ranks("ddp_python", 2)
+    assert_all_ok(results)
+    hashes = {out.split("ddp_python hash ")[1].split()[0] for _, out, _ in results}
+    assert len(hashes) == 1
+
+
 def test_shape_mismatch_raises_on_every_rank():
     results = run_ranks("mismatch", 2, env={"PADDLE_DEBUG_CHECKS": "1",
                                             "PADDLE_TEST_TIMEOUT": "20"}, limit=60)

@@ -120,7 +120,7 @@ def test_data_loader_and_sampler():
     s0 = paddle.data.DistributedSampler(len(train), rank=0, world_size=2, seed=1)
     s1 = paddle.data.DistributedSampler(len(train), rank=1, world_size=2, seed=1)
     assert sorted(s0.indices() + s1.indices()) == list(range(1000))
-    loader = paddle.data.DataLoader(train, s0, batch_size=64)
+    loader = paddle.data.DataLoader(train, batch_size=64, sampler=s0)
     batches = list(loader.epoch(0))
     assert len(batches) == len(loader) == 8
     assert batches[0][0].shape == (64, 1, 28, 28) and batches[-1][0].shape == (52, 1, 28, 28)

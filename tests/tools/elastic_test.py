@@ -7,7 +7,9 @@ accuracy is within 0.5 points of an undisturbed run with the same seed, and prin
 times (kill -> the next completed step, as rank 0 reports it) next to the restart-from-checkpoint
 path (--max-restarts with --resume: kill -> the restarted job has resumed), p50 and p95.
 
-usage: elastic_test.py LAUNCH [--kills=N] [--baseline-kills=N]
+usage: elastic_test.py LAUNCH [--kills=N] [--baseline-kills=N] [--epochs=N]
+(the recovery measurement of the closing note: --kills=20 --baseline-kills=20 --epochs=8, so that
+training outlasts the kills)
 """
 import json
 import os
@@ -27,7 +29,7 @@ BASELINE_KILLS = int(ARGS.get("baseline-kills", "2"))
 # The whole test set: with 2000 samples, undisturbed runs at world sizes 4, 3 and 2 (whose only
 # difference is the order of float sums) already spread 0.5 points (0.8840 / 0.8855 / 0.8890);
 # with 10000 they spread 0.2 (0.8796 / 0.8810 / 0.8816).
-TRAIN = ["--model=mlp", "--epochs=3", "--train-samples=60000", "--test-samples=10000",
+TRAIN = ["--model=mlp", f"--epochs={ARGS.get('epochs', '3')}", "--train-samples=60000", "--test-samples=10000",
          "--batch=64", "--seed=3"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
 failures = []

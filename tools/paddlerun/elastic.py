@@ -1,5 +1,5 @@
-"""Elastic jobs on one node (--min-nproc): workers that die are restarted and rejoin the running
-job instead of restarting it.
+"""Elastic jobs (--min-nproc, on one node or with --nnodes=MIN:MAX): workers that die are
+restarted and rejoin the running job instead of restarting it.
 
 Note [Elastic launcher]
 The workers regroup among themselves (paddle/parallel/elastic.h, Note [Elastic rendezvous]) in
@@ -18,11 +18,23 @@ PADDLE_ELASTIC_MIN_SIZE/PADDLE_ELASTIC_MAX_SIZE. Then, every --monitor-interval:
     have dropped it by then, and it would hold the job open forever; it then fails like any
     other worker (started again, or counted against --min-nproc);
   - the job succeeds when every slot is empty and at least one worker exited 0.
+
+With --nnodes=MIN:MAX every node runs such a launcher and all their workers regroup in one store,
+at --rdzv-endpoint: the first launcher on the machine that has that address (and finds its port
+free) starts paddle_store_server there; every other launcher, and a launcher started again after
+its node was lost, uses the one that answers. The workers get PADDLE_ELASTIC_MIN_SIZE = MIN x
+--min-nproc and PADDLE_ELASTIC_MAX_SIZE = MAX x --nproc, so a whole node may go away (its
+workers' generation fails, the others regroup without them) and come back (its fresh workers
+join at the next step). The store lives as long as the launcher that hosts it: to survive the
+loss of any node, run paddle_store_server on a machine of its own (as one would run etcd) and
+give its address as --rdzv-endpoint.
 """
+import errno
+import functools
 import os
 import signal
+import socket
 import subprocess
-import functools
 import time
 
 from paddlerun import agent as agent_mod
@@ -31,9 +43,9 @@ from paddlerun import logs, options
 STORE_SERVER = "//tools:paddle_store_server"
 
 
-def start_store(script, token, say):
-    """(Popen, port) of a paddle_store_server on 127.0.0.1; raises RuntimeError."""
-    command = options.resolve_program(STORE_SERVER, script) + ["--host=127.0.0.1", "--port=0"]
+def start_store(script, token, say, host="127.0.0.1", port=0):
+    """(Popen, port) of a paddle_store_server on host:port; raises RuntimeError."""
+    command = options.resolve_program(STORE_SERVER, script) + [f"--host={host}", f"--port={port}"]
     env = dict(os.environ)
     if token:
         env[options.TOKEN_ENV] = token
@@ -47,8 +59,42 @@ def start_store(script, token, say):
         p.wait()
         raise RuntimeError(f"{command[0]} did not start (it printed {' '.join(line)!r}, exit "
                            f"status {p.poll()})")
-    say(f"elastic: hosting the workers' store on 127.0.0.1:{line[1]} (pid {p.pid})")
+    say(f"elastic: hosting the workers' store on {host}:{line[1]} (pid {p.pid})")
     return p, int(line[1])
+
+
+def _may_host(host, port):
+    """Whether this machine has `host` and nothing listens on its `port` yet."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        try:
+            s.bind((host, port))
+            return True
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                return False
+            raise
+
+
+def wait_for_store(host, port, timeout, say):
+    """Waits until something accepts connections on host:port and returns this machine's address
+    on that connection (where the other nodes reach it); raises RuntimeError."""
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=2) as s:
+                return s.getsockname()[0]
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"the workers' store at --rdzv-endpoint={host}:{port} did not answer within "
+                    f"{timeout:g} s (--rdzv-timeout): {e.strerror or e}; start the launcher on "
+                    f"the machine that has {host}, or paddle_store_server there") from None
+            if not said:
+                say(f"waiting for the workers' store at {host}:{port} ({e.strerror or e})")
+                said = True
+            time.sleep(0.2)
 
 
 class ElasticAgent:
@@ -65,6 +111,7 @@ class ElasticAgent:
         self.restarts = 0
         self.successes = 0
         self.stopped_since = [None] * opts.nproc  # monotonic time a worker was first seen stopped
+        self.local_addr = ""  # with several nodes: where the others reach this one
 
     def say(self, message):
         self.err.write(f"paddlerun: {message}\n")
@@ -79,15 +126,19 @@ class ElasticAgent:
                 except ProcessLookupError:
                     pass
 
-    def _spawn(self, slot, port, mux):
+    def _spawn(self, slot, addr, port, mux):
+        o = self.opts
         env = options.worker_env(
-            os.environ, rank=slot, local_rank=slot, world_size=self.opts.nproc,
-            local_world_size=self.opts.nproc, group_rank=0, group_world_size=1,
-            master_addr="127.0.0.1", master_port=port, restart_count=self.starts[slot],
-            max_restarts=self.opts.max_restarts, run_id=self.opts.rdzv_id,
-            nnodes=self.opts.nnodes, token=self.token)
-        env.update(PADDLE_ELASTIC="1", PADDLE_ELASTIC_MIN_SIZE=str(self.opts.min_nproc),
-                   PADDLE_ELASTIC_MAX_SIZE=str(self.opts.nproc))
+            os.environ, rank=slot, local_rank=slot, world_size=o.nproc * o.max_nodes,
+            local_world_size=o.nproc, group_rank=max(o.node_rank, 0),
+            group_world_size=o.max_nodes, master_addr=addr, master_port=port,
+            restart_count=self.starts[slot], max_restarts=o.max_restarts, run_id=o.rdzv_id,
+            nnodes=o.nnodes, token=self.token)
+        env.update(PADDLE_ELASTIC="1",
+                   PADDLE_ELASTIC_MIN_SIZE=str(o.min_nproc * o.min_nodes),
+                   PADDLE_ELASTIC_MAX_SIZE=str(o.nproc * o.max_nodes))
+        if self.local_addr and not os.environ.get("PADDLE_SOCKET_IFNAME"):
+            env["PADDLE_SOCKET_IFNAME"] = self.local_addr  # where our transports listen
         p = subprocess.Popen(self.command, env=env, cwd=self.cwd, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              preexec_fn=functools.partial(agent_mod._die_with_parent,
@@ -145,27 +196,41 @@ class ElasticAgent:
     def run(self):
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
+        store = None
+        addr, port = "127.0.0.1", 0
         try:
-            store, port = start_store(self.script, self.token, self.say)
-        except (RuntimeError, options.UsageError) as e:
+            if self.opts.max_nodes > 1:  # Note [Elastic launcher]: one store for every node
+                addr, port = self.opts.endpoint
+                if _may_host(addr, port):
+                    try:
+                        store, port = start_store(self.script, self.token, self.say, addr, port)
+                    except RuntimeError as e:  # another launcher took the port first
+                        self.say(f"not hosting the store: {e}")
+                seen_as = wait_for_store(addr, port, self.opts.rdzv_timeout, self.say)
+                self.local_addr = self.opts.local_addr or seen_as
+            else:
+                store, port = start_store(self.script, self.token, self.say)
+        except (RuntimeError, OSError, options.UsageError) as e:
             self.say(f"error: {e}")
             return agent_mod.EXIT_RENDEZVOUS
         mux = logs.LogMux(self.opts.log_dir, 0, self.opts.tee, self.opts.ranks_filter)
         try:
-            return self._run(port, mux)
+            return self._run(addr, port, mux)
         finally:
-            store.stdin.close()  # the server exits when its stdin closes
-            try:
-                store.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                store.kill()
-                store.wait()
+            if store is not None:
+                store.stdin.close()  # the server exits when its stdin closes
+                try:
+                    store.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    store.kill()
+                    store.wait()
 
-    def _run(self, port, mux):
-        self.say(f"elastic job: {self.opts.nproc} workers (at least {self.opts.min_nproc}), "
-                 f"--max-restarts={self.opts.max_restarts}")
+    def _run(self, addr, port, mux):
+        nodes = f", --nnodes={self.opts.nnodes}" if self.opts.max_nodes > 1 else ""
+        self.say(f"elastic job: {self.opts.nproc} workers (at least {self.opts.min_nproc}){nodes}"
+                 f", --max-restarts={self.opts.max_restarts}")
         for slot in range(self.opts.nproc):
-            self._spawn(slot, port, mux)
+            self._spawn(slot, addr, port, mux)
         while True:
             mux.pump(self.opts.monitor_interval)
             if self.signal is not None:
@@ -188,7 +253,7 @@ class ElasticAgent:
                     self.restarts += 1
                     self.say(f"{what}; starting it again (restart {self.restarts} of "
                              f"--max-restarts={self.opts.max_restarts}); it rejoins the job")
-                    self._spawn(slot, port, mux)
+                    self._spawn(slot, addr, port, mux)
                 elif running < self.opts.min_nproc:
                     self.say(f"job failed: {what}, no restart left and {running} workers "
                              f"running, fewer than --min-nproc={self.opts.min_nproc}")

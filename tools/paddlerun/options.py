@@ -31,6 +31,8 @@ Starts the workers of a data-parallel job on this node, as torchrun does, and wa
   bazel run //tools:launch -- --nproc=4 //examples:fashion_mnist   (the same, through Bazel)
   paddlerun --nnodes=2 --node-rank=0 --rdzv-endpoint=10.0.0.1:29400 --nproc=4 train.py
   paddlerun --nnodes=2:4 --rdzv-endpoint=10.0.0.1:29400 --max-restarts=3 prog   (elastic)
+  paddlerun --nnodes=2:3 --nproc=4 --min-nproc=2 --rdzv-endpoint=10.0.0.1:29400 prog --elastic
+                                               (elastic in process: survivors keep running)
 
 The launcher's options come first; the first positional argument is the program and everything
 after it goes to the program untouched. A Bazel label (//pkg:name) runs its built binary (from the
@@ -116,9 +118,11 @@ def build_parser():
     add("--nproc", "--nproc-per-node", "--nproc_per_node", dest="nproc", type=int, default=1,
         help="workers on this node (default 1)")
     add("--min-nproc", dest="min_nproc", type=int, default=0,
-        help="elastic job on one node: the workers regroup in process when one dies or leaves, "
-             "training goes on with at least MIN-NPROC of them, and dead workers are started "
-             "again (up to --max-restarts) and rejoin it (default: not elastic)")
+        help="elastic job: the workers regroup in process when one dies or leaves, "
+             "training goes on with at least MIN-NPROC of them per node (and at least MIN "
+             "nodes of --nnodes=MIN:MAX), and dead workers are started again (up to "
+             "--max-restarts) and rejoin it; a node started again joins the running job "
+             "(default: not elastic)")
     add("--nnodes", default="1",
         help="nodes in the job: N, or MIN:MAX for an elastic job that runs with any number of "
              "nodes in that range and restarts with the survivors when one dies (default 1)")
@@ -199,9 +203,10 @@ def parse(argv):
     if opts.min_nproc and not 1 <= opts.min_nproc <= opts.nproc:
         raise UsageError(f"--min-nproc is {opts.min_nproc}; it must be 1..--nproc "
                          f"({opts.nproc})")
-    if opts.min_nproc and opts.max_nodes > 1:
-        raise UsageError("--min-nproc runs an elastic job on one node; with --nnodes="
-                         f"{opts.nnodes} give --nnodes=1 (elastic nodes are not supported yet)")
+    if opts.min_nproc and opts.max_nodes > 1 and opts.rdzv_backend not in ("tcp", "c10d"):
+        raise UsageError(f"--min-nproc with --nnodes={opts.nnodes}: the workers regroup in the "
+                         "job's tcp store at --rdzv-endpoint, so --rdzv-backend must be tcp, not "
+                         f"{opts.rdzv_backend}")
     if opts.standalone:
         if opts.max_nodes != 1:
             raise UsageError(f"--standalone runs one node, but --nnodes is {opts.nnodes}")

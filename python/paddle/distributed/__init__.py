@@ -19,17 +19,18 @@ import os
 
 import numpy as np
 
-from paddle import _C
+from paddle import _C, autograd
 from paddle._C import (DistError, DistNetworkError, DistPeerError, DistStoreError,
                        DistStoreTimeoutError, DistTimeoutError, Tensor)
-from paddle._C.distributed import ReduceOp, Work
+from paddle._C.distributed import AucHistogram, ClassificationTotals, ReduceOp, Work
 
 __all__ = [
     "DistError", "DistNetworkError", "DistPeerError", "DistStoreError", "DistStoreTimeoutError",
     "DistTimeoutError", "ReduceOp", "Work", "ProcessGroup", "init_process_group",
     "is_initialized", "get_rank", "get_world_size", "get_backend", "destroy_process_group",
     "new_group", "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
-    "all_to_all", "barrier", "send", "recv", "DistributedDataParallel",
+    "all_to_all", "barrier", "send", "recv", "DistributedDataParallel", "AucHistogram",
+    "ClassificationTotals", "sum_over_ranks",
 ]
 
 _default = {"group": None}
@@ -373,30 +374,44 @@ def recv(tensor, src, tag=0, group=None, async_op=False, timeout=None):
 
 
 class DistributedDataParallel:
-    """Data-parallel training of a paddle.nn module (paddle/parallel/distributed_data_parallel.h).
+    """Data-parallel training of a module (paddle/parallel/distributed_data_parallel.h): a C++
+    layer or model, or a paddle.nn.Module written in Python.
 
     Creating it (on every rank) checks that all ranks built the same model and copies rank 0's
-    parameters and buffers everywhere. Call the wrapper for the forward pass and
-    `ddp.backward(loss)` (not loss.backward()) so that gradients are averaged across ranks in
-    buckets while the backward pass runs.
+    parameters and buffers everywhere. Call the wrapper for the forward pass (any arguments;
+    they go to the module) and then `loss.backward()`: gradients are averaged across ranks in
+    buckets while the backward pass runs, and the reduction is finished when it ends (Note
+    [Finalizers after backward] in paddle/autograd.py). `ddp.backward(loss)` is the same call.
     """
 
     def __init__(self, module, bucket_cap_mb=25.0, first_bucket_mb=1.0, compression="none",
                  find_unused_parameters=False, timeout=None, group=None):
-        self.module = module
+        self.module = module  # keeps a Python module alive: Note [Python module lifetime]
         self._ddp = _C.distributed.DistributedDataParallel(
             module, _group(group)._native, bucket_cap_mb, first_bucket_mb, compression,
             find_unused_parameters, _seconds(timeout))
 
-    def __call__(self, x):
-        return self._ddp.forward(x)
+    def __call__(self, *inputs, **kwargs):
+        if _C.is_grad_enabled() and self.module.training:
+            self._ddp.prepare_for_backward()
+            autograd.add_backward_finalizer(self, self._ddp.finalize_backward)
+        return self.module(*inputs, **kwargs)
 
     forward = __call__
 
     def backward(self, loss):
-        self._ddp.backward(loss)
+        """loss.backward(), kept for scripts written before loss.backward() drove the reducer."""
+        autograd.add_backward_finalizer(self, self._finalize_after_prepare())
+        loss.backward()
+
+    def _finalize_after_prepare(self):
+        # A forward pass run under no_grad or in eval mode prepared nothing: prepare now.
+        self._ddp.prepare_for_backward()
+        return self._ddp.finalize_backward
 
     def set_sync(self, sync):
+        """Off: backward passes accumulate gradients locally (no_sync); the next synced one
+        reduces the sum."""
         self._ddp.set_sync(sync)
 
     def comm_wait_seconds(self):
@@ -408,5 +423,21 @@ class DistributedDataParallel:
     def parameters(self):
         return self.module.parameters()
 
+    def named_parameters(self):
+        return self.module.named_parameters()
+
     def state_dict(self):
         return self.module.state_dict()
+
+    def train(self, mode=True):
+        self.module.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+
+def sum_over_ranks(metric, group=None, timeout=None):
+    """Sums an AucHistogram or ClassificationTotals over every rank of the group (collective):
+    afterwards every rank's metric holds the group's totals (paddle/parallel/metrics.h)."""
+    metric.sum_over_ranks(_group(group)._native, timeout=_seconds(timeout))

@@ -1,0 +1,368 @@
+// fashion_mnist --elastic --data=tasks: task-master data for an elastic worker (see the header).
+//
+// Note [Task positions]
+// The task master (paddle/data/task_master.h) alone gives "every task finished once per epoch";
+// an elastic trainer rolls its model back, so what must be exact is "every sample in exactly one
+// committed update". The data position is therefore part of the elastic commit (Note [Elastic
+// commit] in paddle/parallel/elastic_state.cc):
+//  1. A rank holds the tasks it took (Ask) or adopted, each with `used`, the records it has
+//     consumed. Each step it reads its share of the global batch from them, asking for a new task
+//     only when all it holds are used up.
+//  2. At a commit point every rank, in one allgather, publishes its held tasks (id, generation,
+//     used) and its steps' sample ids since the last commit. Every rank then holds the same list
+//     of all ranks' tasks; it goes into the commit's extras, so the commit that the next
+//     generation adopts (the highest one) says exactly how far every task was consumed.
+//  3. Right after the commit each rank Finishes its tasks whose `used` reached the end: only
+//     then do they count as done in the store. A rank that dies between the commit and its Finish
+//     leaves them pending, and step 4 finishes them.
+//  4. A new generation, after adopting the commit, forgets everything read since (those steps
+//     were rolled back) and splits the commit's task list: rank r adopts the i-th task for
+//     i % size == r (TaskMaster::Adopt: a new generation in the store, so the earlier holder's
+//     late Finish, e.g. from a worker stopped past the timeout, is ignored), finishes it if it
+//     was used up, else reads on from `used`.
+//  5. The last step of an epoch: with synchronous allreduce every rank joins every step; a rank
+//     that finds no sample (the master has no task left to hand out) joins with a zero-weight
+//     dummy sample, and the loss is weighted by each rank's share of the step's allreduced sample
+//     count. A step whose count is 0 on every rank trains nothing: the ranks commit and finish
+//     (3), meet, and rank 0 calls TaskMaster::EndEpoch: every task still pending then is one
+//     that no member holds (taken by a rank after its last commit and rolled back, or by a
+//     removed worker), so it goes back to todo and the epoch goes on; once nothing is pending or
+//     in todo the epoch ends. Rank 0 broadcasts the verdict.
+// The sample ledger is written from step 2's lines: every rank appends every rank's lines of the
+// commit it made, tagged with the generation and the rank that trained them, so a line survives
+// as long as one rank that made the commit does; tools/ledger-check counts one line per
+// (epoch, step, generation, rank) and fails on two such lines that differ.
+// Not covered: a commit only one rank made before dying, while the others failed the same
+// step's exchange (they redo those steps; its ledger lines then repeat them); the task timeouts
+// of the master are not used here (ownership moves through the commit instead: timeouts are
+// set to a day), so a worker that is neither dead nor progressing holds the job as the elastic
+// group's timeouts decide.
+#include "examples/fashion_mnist_tasks.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "paddle/core/status.h"
+#include "paddle/data/fashion_mnist.h"
+
+namespace paddle::examples {
+namespace {
+
+constexpr int64_t kMaxOpen = 64;  // tasks a commit can name (extras keys data/open/NN/...)
+constexpr int64_t kMaxHeld = 16;  // tasks one rank can hold at a commit
+constexpr int64_t kImageBytes = 28 * 28;
+
+std::string OpenKey(int64_t i, const char* field) {
+  return absl::StrFormat("data/open/%02d/%s", i, field);
+}
+
+int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TaskData>> TaskData::Create(Store* store, TaskDataOptions options) {
+  if (options.records_per_task <= 0 || options.commit_every <= 0 || options.global_batch <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data=tasks: --records-per-task (", options.records_per_task, "), --commit-every (",
+        options.commit_every, ") and --batch (", options.global_batch, ") must be positive"));
+  }
+  // Held tasks at a commit: the used-up ones since the last commit, plus one being read.
+  if (Ceil(options.commit_every * options.global_batch, options.records_per_task) + 2 > kMaxHeld) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data=tasks: --records-per-task=", options.records_per_task, " is too small for --batch=",
+        options.global_batch, " and --commit-every=", options.commit_every, ": a rank could hold ",
+        "more than ", kMaxHeld, " tasks between commits; use at least ",
+        Ceil(options.commit_every * options.global_batch, kMaxHeld - 2), " records per task"));
+  }
+  ASSIGN_OR_RETURN(data::ShardSet set, data::LoadShardSet(options.shards_dir));
+  int64_t offset = 0, label = -1, image = -1;
+  for (const data::ShardField& f : set.fields) {
+    if (f.name == "label" && f.dtype == "uint8" && f.bytes == 1) label = offset;
+    if (f.name == "image" && f.dtype == "uint8" && f.bytes == kImageBytes) image = offset;
+    offset += f.bytes;
+  }
+  if (label < 0 || image < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shards=", options.shards_dir, ": MANIFEST has no fields `label uint8 1` and `image ",
+        "uint8 28,28`; write Fashion-MNIST shards with //tools:make_shards --fashion-mnist"));
+  }
+  ASSIGN_OR_RETURN(std::vector<data::TaskRange> tasks,
+                   data::MakeTasks(set.record_counts, options.records_per_task));
+  data::TaskMasterOptions mo;
+  mo.key = "data/task_master";
+  mo.seed = options.seed;
+  // Note [Task positions]: ownership moves through the commit, not through timeouts.
+  mo.initial_timeout = mo.min_timeout = mo.max_timeout = absl::Hours(24);
+  mo.max_failures = 1 << 20;
+  ASSIGN_OR_RETURN(std::unique_ptr<data::TaskMaster> master,
+                   data::TaskMaster::Create(store, std::move(tasks), mo));
+  std::unique_ptr<TaskData> out(
+      new TaskData(std::move(set), std::move(master), options, label, image));
+  if (!options.ledger_dir.empty()) {
+    if (::mkdir(options.ledger_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InvalidArgumentError(absl::StrCat("--sample-ledger=", options.ledger_dir,
+                                                     ": cannot create it: ", std::strerror(errno)));
+    }
+    std::string path = absl::StrFormat("%s/ledger-%d-%d.jsonl", options.ledger_dir, getpid(),
+                                       absl::ToUnixMicros(absl::Now()));
+    out->ledger_ = std::fopen(path.c_str(), "a");
+    if (out->ledger_ == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sample-ledger: cannot open ", path, ": ", std::strerror(errno)));
+    }
+  }
+  return out;
+}
+
+TaskData::~TaskData() {
+  reader_.reset();
+  if (ledger_ != nullptr) std::fclose(ledger_);
+}
+
+void TaskData::InitExtras(std::map<std::string, int64_t>& extras) const {
+  extras["data/open"] = 0;
+  for (int64_t i = 0; i < kMaxOpen; ++i) {
+    for (const char* f : {"id", "gen", "used"}) extras[OpenKey(i, f)] = -1;
+  }
+}
+
+std::string TaskData::Worker() const {
+  return absl::StrFormat("rank%d/pid%d/gen%d", rank_, getpid(), generation_);
+}
+
+absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& extras, int64_t epoch,
+                                       int64_t generation, int rank, int size) {
+  reader_.reset();
+  held_.clear();
+  lines_.clear();
+  committing_.clear();
+  rank_ = rank;
+  size_ = size;
+  generation_ = generation;
+  auto get = [&](const std::string& key) {
+    auto it = extras.find(key);
+    return it == extras.end() ? int64_t{-1} : it->second;
+  };
+  const int64_t open = get("data/open");
+  if (open < 0 || open > kMaxOpen) {
+    return absl::DataLossError(absl::StrCat("--data=tasks: the commit names ", open, " tasks"));
+  }
+  std::vector<data::Task> used_up;
+  for (int64_t i = rank; i < open; i += size) {
+    const int64_t id = get(OpenKey(i, "id")), used = get(OpenKey(i, "used"));
+    ASSIGN_OR_RETURN(std::optional<data::Task> task, master_->Adopt(epoch, id, Worker()));
+    if (!task) {
+      // Done already: its holder finished it after the commit (step 3 of the Note).
+      const data::TaskRange& r = master_->tasks()[static_cast<size_t>(id)];
+      if (used != r.end - r.begin) {
+        return absl::DataLossError(absl::StrCat(
+            "--data=tasks: the adopted commit has task ", id, " of epoch ", epoch, " used to ",
+            used, " of ", r.end - r.begin, " records, but the task master has it done"));
+      }
+      continue;
+    }
+    Held h{*task, used};
+    if (used == task->range.end - task->range.begin) {
+      used_up.push_back(h.task);
+    } else {
+      held_.push_back(h);
+    }
+  }
+  if (!used_up.empty()) RETURN_IF_ERROR(master_->Finish(used_up).status());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TaskData::OpenNext() {
+  for (size_t i = 0; i < held_.size(); ++i) {
+    const Held& h = held_[i];
+    if (h.used < h.task.range.end - h.task.range.begin) {
+      data::RecordRange range{set_.ShardPath(static_cast<size_t>(h.task.range.shard)),
+                              h.task.range.begin + h.used, h.task.range.end};
+      reader_.reset();
+      ASSIGN_OR_RETURN(reader_, data::ShardReader::Create({range}));
+      reading_ = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<int64_t> TaskData::Take(int64_t epoch, int64_t step, int64_t n, Tensor* images,
+                                       Tensor* labels) {
+  ASSIGN_OR_RETURN(*images, Tensor::Empty({std::max<int64_t>(n, 1), 1, 28, 28}, DType::kFloat32));
+  ASSIGN_OR_RETURN(*labels, Tensor::Empty({std::max<int64_t>(n, 1)}, DType::kInt64));
+  Line line{epoch, step, rank_, {}};
+  float* px = images->data<float>();
+  int64_t* lab = labels->data<int64_t>();
+  const int64_t record_bytes = set_.RecordBytes();
+  int64_t got = 0;
+  while (got < n) {
+    if (reader_ == nullptr) {
+      ASSIGN_OR_RETURN(bool opened, OpenNext());
+      if (!opened) {
+        ASSIGN_OR_RETURN(data::TaskAnswer a, master_->Ask(epoch, Worker()));
+        if (a.kind != data::TaskAnswer::kTask) break;  // kWait or kEpochDone: none left for us
+        held_.push_back(Held{a.task, 0});
+        continue;
+      }
+    }
+    ASSIGN_OR_RETURN(std::optional<data::ShardRecord> record, reader_->Next());
+    if (!record) {
+      reader_.reset();
+      continue;
+    }
+    const std::string& d = record->data;
+    if (static_cast<int64_t>(d.size()) != record_bytes) {
+      return absl::DataLossError(absl::StrCat("--data=tasks: record ", record->record, " of ",
+                                              set_.ShardPath(held_[reading_].task.range.shard),
+                                              " is ", d.size(), " bytes, MANIFEST says ",
+                                              record_bytes));
+    }
+    ASSIGN_OR_RETURN(int64_t id, data::DecodeSampleId(d));
+    const auto* bytes = reinterpret_cast<const uint8_t*>(d.data()) + 8;
+    lab[got] = bytes[label_offset_];
+    const uint8_t* img = bytes + image_offset_;
+    float* out = px + got * kImageBytes;
+    for (int64_t i = 0; i < kImageBytes; ++i) {
+      out[i] =
+          (static_cast<float>(img[i]) / 255.0f - data::kFashionMnistMean) / data::kFashionMnistStd;
+    }
+    line.ids.push_back(id);
+    ++held_[reading_].used;
+    ++got;
+  }
+  if (got < n) {  // a short batch at the end of the epoch
+    // None at all: the dummy sample of Note [Task positions], step 5 (weighted 0).
+    const int64_t rows = std::max<int64_t>(got, 1);
+    if (got == 0) {
+      std::fill(px, px + kImageBytes, 0.0f);
+      lab[0] = 0;
+    }
+    ASSIGN_OR_RETURN(Tensor short_images, Tensor::Empty({rows, 1, 28, 28}, DType::kFloat32));
+    ASSIGN_OR_RETURN(Tensor short_labels, Tensor::Empty({rows}, DType::kInt64));
+    std::copy(px, px + rows * kImageBytes, short_images.data<float>());
+    std::copy(lab, lab + rows, short_labels.data<int64_t>());
+    *images = std::move(short_images);
+    *labels = std::move(short_labels);
+  }
+  if (got > 0) lines_.push_back(std::move(line));
+  return got;
+}
+
+absl::Status TaskData::Exchange(Communicator& comm, std::map<std::string, int64_t>& extras) {
+  const int64_t max_share = Ceil(options_.global_batch, comm.size());
+  const int64_t width = 2 + 3 * kMaxHeld + options_.commit_every * (3 + max_share);
+  if (static_cast<int64_t>(held_.size()) > kMaxHeld) {
+    return absl::FailedPreconditionError(absl::StrCat("--data=tasks: rank ", comm.rank(), " holds ",
+                                                      held_.size(), " tasks at a commit (at most ",
+                                                      kMaxHeld, "); raise --records-per-task"));
+  }
+  ASSIGN_OR_RETURN(Tensor mine, Tensor::Zeros({width}, DType::kInt64));
+  int64_t* b = mine.data<int64_t>();
+  int64_t at = 0;
+  b[at++] = static_cast<int64_t>(held_.size());
+  for (int64_t i = 0; i < kMaxHeld; ++i, at += 3) {
+    if (i < static_cast<int64_t>(held_.size())) {
+      b[at] = held_[i].task.id;
+      b[at + 1] = held_[i].task.generation;
+      b[at + 2] = held_[i].used;
+    }
+  }
+  b[at++] = static_cast<int64_t>(lines_.size());
+  for (const Line& l : lines_) {
+    if (at + 3 + static_cast<int64_t>(l.ids.size()) > width) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--data=tasks: rank ", comm.rank(), " has ", lines_.size(),
+          " steps since its last commit, more than --commit-every=", options_.commit_every));
+    }
+    b[at++] = l.epoch;
+    b[at++] = l.step;
+    b[at++] = static_cast<int64_t>(l.ids.size());
+    for (int64_t id : l.ids) b[at++] = id;
+  }
+  ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({width * comm.size()}, DType::kInt64));
+  RETURN_IF_ERROR(comm.Allgather(mine, all)->Wait());
+  const int64_t* a = all.data<int64_t>();
+  InitExtras(extras);
+  int64_t open = 0;
+  committing_.clear();
+  for (int r = 0; r < comm.size(); ++r) {
+    const int64_t* p = a + r * width;
+    const int64_t n = p[0];
+    for (int64_t i = 0; i < n; ++i) {
+      if (open == kMaxOpen) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("--data=tasks: the ranks hold more than ", kMaxOpen,
+                         " tasks at a commit; raise --records-per-task"));
+      }
+      extras[OpenKey(open, "id")] = p[1 + 3 * i];
+      extras[OpenKey(open, "gen")] = p[2 + 3 * i];
+      extras[OpenKey(open, "used")] = p[3 + 3 * i];
+      ++open;
+    }
+    int64_t q = 1 + 3 * kMaxHeld;
+    const int64_t lines = p[q++];
+    for (int64_t l = 0; l < lines; ++l) {
+      Line line{p[q], p[q + 1], r, {}};
+      const int64_t count = p[q + 2];
+      line.ids.assign(p + q + 3, p + q + 3 + count);
+      q += 3 + count;
+      committing_.push_back(std::move(line));
+    }
+  }
+  extras["data/open"] = open;
+  return absl::OkStatus();
+}
+
+absl::Status TaskData::AfterCommit() {
+  lines_.clear();
+  if (ledger_ != nullptr && !committing_.empty()) {
+    std::string text;
+    for (const Line& l : committing_) {
+      absl::StrAppendFormat(&text,
+                            "{\"epoch\": %d, \"step\": %d, \"generation\": %d, \"rank\": %d, "
+                            "\"samples\": [%s]}\n",
+                            l.epoch, l.step, generation_, l.rank, absl::StrJoin(l.ids, ", "));
+    }
+    if (std::fwrite(text.data(), 1, text.size(), ledger_) != text.size() ||
+        std::fflush(ledger_) != 0) {
+      return absl::InternalError(
+          absl::StrCat("--sample-ledger: write failed: ", std::strerror(errno)));
+    }
+  }
+  committing_.clear();
+  std::vector<data::Task> used_up;
+  std::vector<Held> kept;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    if (held_[i].used == held_[i].task.range.end - held_[i].task.range.begin) {
+      used_up.push_back(held_[i].task);
+      if (reader_ != nullptr && reading_ == i) reader_.reset();
+    } else {
+      if (reader_ != nullptr && reading_ == i) reading_ = kept.size();
+      kept.push_back(held_[i]);
+    }
+  }
+  held_ = std::move(kept);
+  if (used_up.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<bool> accepted, master_->Finish(used_up));
+  for (size_t i = 0; i < accepted.size(); ++i) {
+    if (!accepted[i]) {
+      // Another rank adopted it: this worker was stopped and removed from the group.
+      std::fprintf(stderr, "fashion_mnist --data=tasks: %s: finish of task %lld ignored (%s)\n",
+                   Worker().c_str(), static_cast<long long>(used_up[i].id),
+                   "taken over by a later generation");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace paddle::examples

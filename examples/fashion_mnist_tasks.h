@@ -1,0 +1,113 @@
+// fashion_mnist --elastic --data=tasks: the training samples of an elastic worker come from record
+// shards (paddle/data/shard_set.h) through the task master (paddle/data/task_master.h), and the
+// positions in the tasks a worker holds are part of the elastic commit, so that every sample of an
+// epoch is in exactly one committed model update whatever workers die, stall, leave or join
+// (Note [Task positions] in fashion_mnist_tasks.cc). With a ledger directory every worker writes
+// the sample ids of every committed step there, for tools/ledger-check.
+//
+// The training loop (fashion_mnist_elastic.cc) calls, on every rank:
+//   StartGeneration after adopting the generation's commit; Take for each step's samples;
+//   Exchange right before ElasticState::Commit and AfterCommit right after it; EndEpoch (rank 0
+//   only) when a step found no sample anywhere.
+// One training thread owns the object.
+#ifndef EXAMPLES_FASHION_MNIST_TASKS_H_
+#define EXAMPLES_FASHION_MNIST_TASKS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "paddle/collective/communicator.h"
+#include "paddle/collective/store/store.h"
+#include "paddle/core/tensor.h"
+#include "paddle/data/shard_reader.h"
+#include "paddle/data/shard_set.h"
+#include "paddle/data/task_master.h"
+
+namespace paddle::examples {
+
+struct TaskDataOptions {
+  std::string shards_dir;  // written by //tools:make_shards --fashion-mnist
+  int64_t records_per_task = 500;
+  uint64_t seed = 1;          // the task order of epoch e is Philox(seed, e)
+  std::string ledger_dir;     // empty: no ledger
+  int64_t commit_every = 10;  // most steps between two commits (sizes the exchange)
+  int64_t global_batch = 128;
+};
+
+class TaskData {
+ public:
+  // Loads the MANIFEST (fields `label` uint8 [1] and `image` uint8 [28,28]) and joins (or
+  // creates) the task master's queues in `store`, which outlives every worker.
+  static absl::StatusOr<std::unique_ptr<TaskData>> Create(Store* store, TaskDataOptions options);
+  ~TaskData();
+
+  int64_t num_samples() const { return set_.NumRecords(); }
+  // Every key this object keeps in ElasticState::extras(), at its empty value: every rank must
+  // hold the same keys before the first commit.
+  void InitExtras(std::map<std::string, int64_t>& extras) const;
+
+  // After the generation's commit was adopted (ElasticState::Broadcast): forgets what this rank
+  // read since that commit, adopts its share of the tasks the commit names (the i-th for
+  // i % size == rank) and finishes those the commit consumed to the end.
+  absl::Status StartGeneration(const std::map<std::string, int64_t>& extras, int64_t epoch,
+                               int64_t generation, int rank, int size);
+
+  // Reads up to `n` samples of `epoch` for step `step` (images normalized as LoadFashionMnist
+  // does); fewer, possibly none, when the task master has no task left to hand out.
+  absl::StatusOr<int64_t> Take(int64_t epoch, int64_t step, int64_t n, Tensor* images,
+                               Tensor* labels);
+
+  // Collective, right before ElasticState::Commit on every rank: gathers every rank's task
+  // positions into `extras` (the same on every rank) and every rank's ledger lines since the
+  // last commit.
+  absl::Status Exchange(Communicator& comm, std::map<std::string, int64_t>& extras);
+  // Right after the commit: appends the gathered ledger lines and finishes the tasks the commit
+  // consumed to the end.
+  absl::Status AfterCommit();
+
+  // See TaskMaster::EndEpoch: only when no rank holds a task (a step found no sample anywhere).
+  absl::StatusOr<bool> EndEpoch(int64_t epoch) { return master_->EndEpoch(epoch); }
+
+ private:
+  struct Held {
+    data::Task task;
+    int64_t used = 0;  // records of the task consumed, from its first
+  };
+  struct Line {
+    int64_t epoch = 0, step = 0, rank = 0;
+    std::vector<int64_t> ids;
+  };
+  TaskData(data::ShardSet set, std::unique_ptr<data::TaskMaster> master, TaskDataOptions options,
+           int64_t label_offset, int64_t image_offset)
+      : set_(std::move(set)),
+        master_(std::move(master)),
+        options_(std::move(options)),
+        label_offset_(label_offset),
+        image_offset_(image_offset) {}
+  // Opens a reader on the first held task with records left; false if there is none.
+  absl::StatusOr<bool> OpenNext();
+  std::string Worker() const;
+
+  const data::ShardSet set_;
+  const std::unique_ptr<data::TaskMaster> master_;
+  const TaskDataOptions options_;
+  const int64_t label_offset_, image_offset_;  // in a record, after the 8-byte id
+  int rank_ = 0, size_ = 1;
+  int64_t generation_ = 0;
+  std::vector<Held> held_;
+  size_t reading_ = 0;  // index in held_ of the task reader_ reads
+  std::unique_ptr<data::ShardReader> reader_;
+  std::vector<Line> lines_;       // this rank's steps since the last commit
+  std::vector<Line> committing_;  // every rank's, from the last Exchange
+  std::FILE* ledger_ = nullptr;
+};
+
+}  // namespace paddle::examples
+
+#endif  // EXAMPLES_FASHION_MNIST_TASKS_H_

@@ -1,0 +1,136 @@
+"""paddle.autograd: custom differentiable operations written in Python, and what runs around
+Tensor.backward().
+
+    class Square(paddle.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return paddle.from_numpy(x.numpy() ** 2)
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * x * 2.0
+    y = Square.apply(x)
+
+forward runs without recording a graph; its result joins the graph as one node whose backward
+is the Python `backward` (the C++ engine calls it: Note [Python functions in the graph] in
+python/bindings/tensor.cc). backward returns one gradient per Tensor argument of forward (None
+for none), as a Tensor or a numpy array of the input's shape.
+"""
+import threading
+
+import numpy as np
+
+from paddle import _C
+from paddle._C import Tensor
+
+__all__ = ["Function", "FunctionCtx", "backward"]
+
+_C_backward = Tensor.backward
+
+
+class FunctionCtx:
+    """What forward hands to backward: saved tensors and any attributes set on it."""
+
+    def __init__(self):
+        self.saved_tensors = ()
+        self.needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+
+class Function:
+    """Subclass with static forward(ctx, *args) and backward(ctx, *grads); call apply()."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("autograd.Function subclasses define forward(ctx, *args)")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        raise NotImplementedError("autograd.Function subclasses define backward(ctx, grad)")
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = FunctionCtx()
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        previous = _C.is_grad_enabled()
+        _C.set_grad_enabled(False)
+        try:
+            output = cls.forward(ctx, *args)
+        finally:
+            _C.set_grad_enabled(previous)
+        if not isinstance(output, Tensor):
+            raise TypeError(f"{cls.__name__}.forward must return a paddle.Tensor, got "
+                            f"{type(output).__name__}")
+        if not previous or not any(t.requires_grad for t in inputs):
+            return output
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        dtypes = [t.dtype for t in inputs]
+        name = cls.__name__
+
+        def run_backward(grad):
+            mode = _C.is_grad_enabled()
+            _C.set_grad_enabled(False)  # gradients are not differentiated again
+            try:
+                grads = cls.backward(ctx, grad)
+            finally:
+                _C.set_grad_enabled(mode)
+            if not isinstance(grads, tuple):
+                grads = (grads,)
+            if len(grads) != len(args):
+                raise ValueError(f"{name}.backward returned {len(grads)} gradients; forward "
+                                 f"took {len(args)} arguments")
+            out = []
+            for i, pos in enumerate(positions):
+                g = grads[pos]
+                if isinstance(g, np.ndarray):
+                    g = np.ascontiguousarray(g, dtype=dtypes[i])
+                out.append(g)
+            return out
+
+        return _C._record_function(output, inputs, run_backward)
+
+
+# Note [Finalizers after backward]: a data-parallel wrapper that ran a forward pass waits for
+# this thread's next backward pass to end and then finishes its gradient reduction (PyTorch's
+# DDP does the same through the engine's final callback). Tensor.backward runs them in order;
+# a failing backward drops them, as DistributedDataParallel::Backward skips the reduction.
+_local = threading.local()
+
+
+def _pending():
+    if not hasattr(_local, "finalizers"):
+        _local.finalizers = []
+    return _local.finalizers
+
+
+def add_backward_finalizer(key, fn):
+    """Runs fn() after this thread's next successful backward pass (once per key)."""
+    pending = _pending()
+    if all(k is not key for k, _ in pending):
+        pending.append((key, fn))
+
+
+def backward(tensor, gradient=None):
+    """Runs the backward pass from `tensor`, then the waiting finalizers."""
+    pending = _pending()
+    try:
+        _C_backward(tensor, gradient)
+    except BaseException:
+        pending.clear()
+        raise
+    todo = list(pending)
+    pending.clear()
+    for _, fn in todo:
+        fn()
+
+
+def _tensor_backward(self, gradient=None):
+    """Runs the backward pass from this tensor; leaves accumulate into .grad."""
+    backward(self, gradient)
+
+
+Tensor.backward = _tensor_backward
