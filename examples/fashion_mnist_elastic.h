@@ -37,7 +37,7 @@ struct ElasticRun {
   // Per-rank batch fixed at batch / PADDLE_ELASTIC_MAX_SIZE and the LR scaled by world / max
   // (the linear scaling rule), instead of a fixed global batch and LR.
   bool linear_lr_scaling = false;
-  data::Dataset train, test;  // train is unused with data == "tasks"
+  data::Dataset train, test;    // train is unused with data == "tasks"
   std::string data = "memory";  // or "tasks": from record shards via the task master
   TaskDataOptions tasks;        // for data == "tasks"
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(std::vector<nn::Variable>)>

@@ -5,8 +5,9 @@
 // threads as ranks over one HashStore: allreduce with Gloo's bcube algorithm (world sizes 2..5 x
 // counts x dtype x op, every element compared, Note [Exact communicator inputs]); Gloo's error
 // paths: bad options, connect timeouts, bad arguments using no sequence number, a timeout naming
-// Gloo's setting, Abort with the failure reports of other ranks, a rank that never connects. Then real processes (this binary re-executed, worker_processes.h) over a TcpStoreServer
-// hosted here, including a process that dies: its peers must fail naming it, not hang.
+// Gloo's setting, Abort with the failure reports of other ranks, a rank that never connects. Then
+// real processes (this binary re-executed, worker_processes.h) over a TcpStoreServer hosted here,
+// including a process that dies: its peers must fail naming it, not hang.
 #include "paddle/collective/backends/gloo/gloo_communicator.h"
 
 #include <arpa/inet.h>

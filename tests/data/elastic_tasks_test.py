@@ -18,10 +18,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
+
+from tests.testing.launched_job import LaunchedJob
 
 LAUNCH, MAKE_SHARDS, LEDGER_CHECK = sys.argv[1:4]
 ARGS = dict(a[2:].split("=", 1) for a in sys.argv[4:] if a.startswith("--") and "=" in a)
@@ -55,73 +56,14 @@ def make_shards(workdir):
     return out
 
 
-class Job:
-    """A launcher and its output lines."""
+def Job(args):
+    """The launcher with `args`, its output lines timed (tests/testing/launched_job.py)."""
+    return LaunchedJob([LAUNCH] + args, env=ENV)
 
-    def __init__(self, args):
-        self.p = subprocess.Popen([LAUNCH] + args, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
-        self.lines = []
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
 
-    def _read(self):
-        for raw in self.p.stdout:
-            with self.lock:
-                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-
-    def text(self):
-        with self.lock:
-            return "\n".join(self.lines)
-
-    def wait_for(self, pattern, timeout):
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.p.poll() is None:
-            if rx.search(self.text()):
-                return True
-            time.sleep(0.05)
-        return bool(rx.search(self.text()))
-
-    def workers(self):
-        """pids of the launcher's fashion_mnist processes."""
-        out = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"fashion_mnist" not in f.read():
-                        continue
-                with open(f"/proc/{pid}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if self._descends(ppid):
-                out.append(int(pid))
-        return sorted(out)
-
-    def _descends(self, pid):
-        while pid > 1:
-            if pid == self.p.pid:
-                return True
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                return False
-        return False
-
-    def finish(self, timeout):
-        try:
-            return self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.p.pid, signal.SIGKILL)
-            self.p.wait()
-            return None
-        finally:
-            self.reader.join(5)
+def wait_for(job, pattern, timeout):
+    """Whether a line of the job matches within `timeout` (or before it ends)."""
+    return job.wait_line(pattern, 0.0, timeout)[1] is not None
 
 
 def one_run(n, kind, rng, shards, workdir):
@@ -132,11 +74,11 @@ def one_run(n, kind, rng, shards, workdir):
                "--data=tasks", f"--shards={shards}", "--records-per-task=100",
                f"--sample-ledger={ledger}"])
     problems = []
-    if not job.wait_for(r"elastic: generation \d+: world size 4", 90):
+    if not wait_for(job, r"elastic: generation \d+: world size 4", 90):
         problems.append("no first generation of 4")
     else:
         time.sleep(rng.uniform(0.1, 1.0))
-        pids = job.workers()
+        pids = sorted(job.workers())
         if not pids:
             problems.append("no worker to disturb (finished already?)")
         else:

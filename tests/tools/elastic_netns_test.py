@@ -17,8 +17,9 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
+
+from tests.testing.launched_job import LaunchedJob, wait_any
 
 LAUNCH = [sys.argv[1]] if not sys.argv[1].endswith(".py") else ["/usr/bin/python3", sys.argv[1]]
 STORE_SERVER = sys.argv[2]
@@ -62,57 +63,15 @@ def kill_node(i):
             pass
 
 
-class Node:
-    """One launcher in a namespace, its output lines with their arrival times."""
+class Node(LaunchedJob):
+    """One launcher in namespace `i`, its output lines timed (tests/testing/launched_job.py)."""
 
     def __init__(self, i, endpoint, label):
+        super().__init__(["ip", "netns", "exec", ns(i)] + LAUNCH +
+                         ["--nnodes=2:3", "--nproc=1", "--min-nproc=1",
+                          f"--rdzv-endpoint={endpoint}", "--rdzv-timeout=60"] + TRAIN,
+                         env=ENV, label=label, new_session=False)
         self.i = i
-        self.label = label
-        self.p = subprocess.Popen(
-            ["ip", "netns", "exec", ns(i)] + LAUNCH +
-            ["--nnodes=2:3", "--nproc=1", "--min-nproc=1", f"--rdzv-endpoint={endpoint}",
-             "--rdzv-timeout=60"] + TRAIN,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
-        self.lines = []
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for raw in self.p.stdout:
-            with self.lock:
-                self.lines.append((time.monotonic(), raw.decode(errors="replace").rstrip("\n")))
-
-    def find(self, rx, after):
-        with self.lock:
-            for t, line in self.lines:
-                if t >= after:
-                    m = rx.search(line)
-                    if m:
-                        return t, m
-        return None, None
-
-    def last(self, rx):
-        """Time of the last line matching rx, or 0."""
-        with self.lock:
-            return max((t for t, line in self.lines if rx.search(line)), default=0.0)
-
-    def text(self):
-        with self.lock:
-            return "\n".join(f"[{self.label}] {line}" for _, line in self.lines)
-
-
-def wait_line(nodes, pattern, after, timeout=60.0):
-    """(time, match, node) of the first line after `after` in any node's output."""
-    rx = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for n in nodes:
-            t, m = n.find(rx, after)
-            if m:
-                return t, m, n
-        time.sleep(0.02)
-    return None, None, None
 
 
 def setup():
@@ -148,12 +107,12 @@ def run(nodes_out):
         t0 = time.monotonic()
         nodes = [Node(i, endpoint, f"node{i}") for i in range(NODES)]
         nodes_out.extend(nodes)
-        t, m, _ = wait_line(nodes, r"elastic: generation \d+: world size 3", t0)
+        t, m, _ = wait_any(nodes, r"elastic: generation \d+: world size 3", t0)
         if t is None:
             fail("the three nodes never formed a world of 3")
             return
         # Mid-epoch: some steps after the start (the first progress line comes after 5 s).
-        t, m, _ = wait_line(nodes, r"epoch 1  step (\d+)/", t)
+        t, m, _ = wait_any(nodes, r"epoch 1  step (\d+)/", t)
         if t is None:
             fail("no progress line at world size 3")
             return
@@ -166,7 +125,7 @@ def run(nodes_out):
         print(f"killed node {victim.i} (every process of namespace {ns(victim.i)}) at step "
               f"{m.group(1)} of epoch 1, {kill_at - t0:.1f} s into the job", flush=True)
         survivors = [n for n in nodes if n is not victim]
-        t, m, _ = wait_line(survivors, r"recovered at step (\d+), world size 2", kill_at)
+        t, m, _ = wait_any(survivors, r"recovered at step (\d+), world size 2", kill_at)
         if t is None:
             fail("the two surviving nodes did not go on at world size 2")
             return
@@ -176,7 +135,7 @@ def run(nodes_out):
         again = Node(victim.i, endpoint, f"node{victim.i}.1")
         nodes_out.append(again)
         live = survivors + [again]
-        t, m, _ = wait_line(live, r"elastic: generation \d+: world size 3, from step (\d+)",
+        t, m, _ = wait_any(live, r"elastic: generation \d+: world size 3, from step (\d+)",
                             restart_at)
         if t is None:
             fail("the node started again did not join: no generation of world size 3")
@@ -192,12 +151,12 @@ def run(nodes_out):
             n.reader.join(5)
             if rc != 0:
                 fail(f"{n.label}'s launcher exited {rc}")
-        t, m, _ = wait_line(live, r'"world_size": (\d+)', restart_at, timeout=1)
+        t, m, _ = wait_any(live, r'"world_size": (\d+)', restart_at, timeout=1)
         if m is None:
             fail("no final JSON line")
         elif m.group(1) != "3":
             fail(f"the job ended at world size {m.group(1)}, not 3")
-        t, m, _ = wait_line(live, r'"test_accuracy": ([0-9.]+)', restart_at, timeout=1)
+        t, m, _ = wait_any(live, r'"test_accuracy": ([0-9.]+)', restart_at, timeout=1)
         if m and float(m.group(1)) < 0.75:
             fail(f"final test accuracy {m.group(1)} is below 0.75")
         print(f"job finished in {time.monotonic() - t0:.1f} s", flush=True)

@@ -16,11 +16,11 @@ import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from tests.testing.launched_job import LaunchedJob
 
 LAUNCH = [sys.argv[1]] if not sys.argv[1].endswith(".py") else ["/usr/bin/python3", sys.argv[1]]
 ARGS = dict(a[2:].split("=", 1) for a in sys.argv[2:] if a.startswith("--") and "=" in a)
@@ -40,82 +40,16 @@ def fail(message):
     failures.append(message)
 
 
-class Job:
-    """A launcher and its output lines, each with the monotonic time it arrived."""
-
-    def __init__(self, args):
-        self.p = subprocess.Popen(LAUNCH + args, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
-        self.lines = []
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for raw in self.p.stdout:
-            with self.lock:
-                self.lines.append((time.monotonic(), raw.decode(errors="replace").rstrip("\n")))
-
-    def wait_line(self, pattern, after=0.0, timeout=120.0):
-        """(time, match) of the first line after `after` matching `pattern`, or (None, None)."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                for t, line in self.lines:
-                    if t >= after:
-                        m = rx.search(line)
-                        if m:
-                            return t, m
-            if self.p.poll() is not None and not self.reader.is_alive():
-                break
-            time.sleep(0.02)
-        return None, None
-
-    def text(self):
-        with self.lock:
-            return "\n".join(line for _, line in self.lines)
-
-    def finish(self, timeout):
-        try:
-            rc = self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.p.pid, signal.SIGKILL)
-            rc = self.p.wait()
-            fail(f"job did not end within {timeout} s")
-        self.reader.join(5)
-        return rc
-
-    def workers(self):
-        """pid -> RANK of the launcher's fashion_mnist processes."""
-        out = {}
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read()
-                if b"fashion_mnist" not in cmd:
-                    continue
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
-            except (OSError, ValueError, ProcessLookupError):
-                continue
-            if _ancestor(int(pid), self.p.pid):
-                out[int(pid)] = int(env.get(b"RANK", b"-1"))
-        return out
+def Job(args):
+    """The launcher with `args`, its output lines timed (tests/testing/launched_job.py)."""
+    return LaunchedJob(LAUNCH + args, env=ENV)
 
 
-def _ancestor(pid, ancestor):
-    while pid > 1:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if pid == ancestor:
-            return True
-    return False
+def finish(job, timeout):
+    rc = job.finish(timeout)
+    if rc is None:
+        fail(f"job did not end within {timeout} s")
+    return rc
 
 
 def result(job):
@@ -142,7 +76,7 @@ def elastic_args(extra=()):
 
 def run_reference():
     job = Job(elastic_args())
-    rc = job.finish(600)
+    rc = finish(job, 600)
     r = result(job)
     if rc != 0 or r is None:
         fail(f"undisturbed elastic run: exit {rc}, result {r}\n{job.text()[-3000:]}")
@@ -155,7 +89,7 @@ def run_disturbed(rng):
     t, m = job.wait_line(r"elastic: generation \d+: world size 4.*rank 0 is pid (\d+)")
     if t is None:
         fail(f"no first generation of 4\n{job.text()[-3000:]}")
-        job.finish(60)
+        finish(job, 60)
         return [], None
     recoveries = []
     for k in range(KILLS):
@@ -201,7 +135,7 @@ def run_disturbed(rng):
             if g is None or bad is not None:
                 fail(f"SIGTERM: the others did not go on with 3 without a failure\n"
                      f"{job.text()[-3000:]}")
-    rc = job.finish(600)
+    rc = finish(job, 600)
     r = result(job)
     if rc != 0 or r is None:
         fail(f"disturbed run: exit {rc}, result {r}\n{job.text()[-3000:]}")
@@ -233,7 +167,7 @@ def run_baseline(rng, workdir):
             fail(f"baseline kill {k}: never resumed\n{job.text()[-3000:]}")
             break
         times.append(t - killed)
-    rc = job.finish(600)
+    rc = finish(job, 600)
     if rc != 0:
         fail(f"baseline run: exit {rc}\n{job.text()[-3000:]}")
     return times
