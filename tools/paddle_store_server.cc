@@ -5,7 +5,9 @@
 //
 //   paddle_store_server --host=127.0.0.1 --port=0
 // prints "port N" on stdout once it listens, then serves until its stdin closes (its launcher
-// exited or died) or it gets SIGTERM/SIGINT. The job token comes from $PADDLE_STORE_TOKEN.
+// exited or died) or it gets SIGTERM/SIGINT; with --until-signal stdin is not watched (a store
+// run on a machine of its own, as tools/k8s's store Deployment does, has no launcher and may have
+// no stdin). The job token comes from $PADDLE_STORE_TOKEN.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -18,9 +20,12 @@
 
 int main(int argc, char** argv) {
   paddle::TcpStoreServerOptions options;
+  bool watch_stdin = true;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--host=", 0) == 0) {
+    if (arg == "--until-signal") {
+      watch_stdin = false;
+    } else if (arg.rfind("--host=", 0) == 0) {
       options.host = arg.substr(7);
     } else if (arg.rfind("--port=", 0) == 0) {
       if (!absl::SimpleAtoi(arg.substr(7), &options.port) || options.port < 0 ||
@@ -32,7 +37,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "paddle_store_server: unexpected argument '%s'\n"
-                   "usage: paddle_store_server [--host=ADDR] [--port=N]\n",
+                   "usage: paddle_store_server [--host=ADDR] [--port=N] [--until-signal]\n",
                    arg.c_str());
       return 2;
     }
@@ -49,11 +54,11 @@ int main(int argc, char** argv) {
   }
   std::printf("port %d\n", (*server)->port());
   std::fflush(stdout);
-  // Until stdin reaches EOF or a stop signal arrives.
+  // Until stdin reaches EOF (unless --until-signal) or a stop signal arrives.
   timespec tick = {0, 200 * 1000 * 1000};
   while (true) {
     pollfd p = {STDIN_FILENO, POLLIN, 0};
-    if (poll(&p, 1, 0) > 0) {
+    if (watch_stdin && poll(&p, 1, 0) > 0) {
       char buf[256];
       if (read(STDIN_FILENO, buf, sizeof(buf)) <= 0) break;
     }

@@ -1,9 +1,11 @@
 """torch.distributed backend "paddle" (python/paddle/torch) across real processes: every
 collective checked exactly, DDP against gloo, bad input, a dead peer, and torchrun and paddlerun
-starting an unmodified script.
+starting an unmodified script, and examples/torch_ddp.py training the same parameters over
+"paddle" as over "gloo".
 
 Each test runs torch_backend_worker.py ranks meeting through torch's TCPStore (env://).
 """
+import json
 import os
 import socket
 import subprocess
@@ -95,3 +97,23 @@ def test_paddlerun_starts_unmodified_script():
                                                   stderr=subprocess.PIPE, text=True,
                                                   env=env())], "paddlerun", 90)
     assert code == 0 and out.count("OK") == 2, f"paddlerun exited {code}\n{out}\n{err}"
+
+
+def test_torch_ddp_example_trains_what_gloo_trains():
+    # Two ranks: each gradient element is one sum of two values, exact in either backend, so DDP
+    # must end with the very same parameters (and the example says so by their hash).
+    launch = os.environ["PADDLE_LAUNCH"]
+    results = {}
+    for backend in ("paddle", "gloo"):
+        cmd = ([sys.executable, launch] if launch.endswith(".py") else [launch]) + [
+            "--nproc=2", os.environ["TORCH_DDP_EXAMPLE"], f"--backend={backend}", "--model=mlp",
+            "--samples=2560", "--batch=64", "--test-samples=1000"]
+        [(code, out, err)] = finish([subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                      stderr=subprocess.PIPE, text=True,
+                                                      env=env())], f"torch_ddp {backend}", 120)
+        lines = [line.split("] ", 1)[-1] for line in out.splitlines() if '"param_hash"' in line]
+        assert code == 0 and len(lines) == 1, f"torch_ddp.py {backend} exited {code}\n{out}\n{err}"
+        results[backend] = json.loads(lines[0])
+    assert results["paddle"]["world_size"] == 2
+    assert results["paddle"]["param_hash"] == results["gloo"]["param_hash"], results
+    assert results["paddle"]["test_accuracy"] > 0.5, results

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import stat
 import subprocess
@@ -457,6 +458,34 @@ class HostileClientTest(unittest.TestCase):
                           str(cm.exception))
 
 
+class StoreServerTest(unittest.TestCase):
+    """tools/paddle_store_server: tied to its launcher's stdin, or (--until-signal, a store on a
+    machine of its own: tools/k8s) serving until SIGTERM whatever its stdin does."""
+
+    BINARY = os.path.join(os.environ.get("TEST_SRCDIR", ""), "paddle", "tools",
+                          "paddle_store_server")
+
+    def start(self, *flags):
+        p = subprocess.Popen([self.BINARY, "--host=127.0.0.1", "--port=0", *flags],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (p.poll() is None and p.kill(), p.wait()))
+        line = p.stdout.readline().split()
+        self.assertEqual(line[0], "port")
+        return p, int(line[1])
+
+    def test_until_signal_ignores_a_closed_stdin(self):
+        p, port = self.start("--until-signal")
+        time.sleep(0.6)  # three of its 200 ms ticks: a watched stdin at EOF would have ended it
+        self.assertIsNone(p.poll())
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=10), 0)
+
+    def test_a_closed_stdin_ends_it_by_default(self):
+        p, _ = self.start()
+        self.assertEqual(p.wait(timeout=10), 0)
+
+
 class LauncherStoreTest(unittest.TestCase):
     """main.open_store: where the launcher's store listens, and that it requires the token."""
 
@@ -746,11 +775,54 @@ class K8sTest(unittest.TestCase):
         objs = k8s.manifests("fm", "img:1", "2:4", 1, "//examples:fashion_mnist", ["--model=cnn"])
         self.check_consistent(objs, 4, elastic=True)
 
+    def test_elastic_jobs_survive_a_lost_pod(self):
+        # Note [Pods that go away]: replacements allowed, disruptions not counted; static jobs
+        # end at the first lost pod.
+        static = [o for o in k8s.manifests("fm", "img:1", "3", 4, "p") if o["kind"] == "Job"][0]
+        self.assertEqual(static["spec"]["backoffLimit"], 0)
+        self.assertNotIn("podFailurePolicy", static["spec"])
+        for objs in (k8s.manifests("fm", "img:1", "2:4", 1, "p", max_restarts=3),
+                     k8s.manifests("fm", "img:1", "2:4", 2, "p", max_restarts=3, min_nproc=1)):
+            job = [o for o in objs if o["kind"] == "Job"][0]
+            self.assertEqual(job["spec"]["backoffLimit"], 12)  # 3 replacements x 4 pods
+            self.assertEqual(job["spec"]["template"]["spec"]["restartPolicy"], "Never")
+            rule = job["spec"]["podFailurePolicy"]["rules"][0]
+            self.assertEqual(rule["action"], "Ignore")
+            self.assertEqual(rule["onPodConditions"], [{"type": "DisruptionTarget"}])
+
+    def test_elastic_in_process_runs_the_store_on_its_own(self):
+        objs = k8s.manifests("fm", "img:1", "2:4", 2, "//examples:fashion_mnist",
+                             ["--elastic"], min_nproc=1)
+        by_kind = {}
+        for o in objs:
+            by_kind.setdefault(o["kind"], []).append(o)
+        store = by_kind["Deployment"][0]
+        store_svc = [s for s in by_kind["Service"] if s["metadata"]["name"] == "fm-store"][0]
+        self.assertEqual(store_svc["spec"]["selector"], store["spec"]["selector"]["matchLabels"])
+        container = store["spec"]["template"]["spec"]["containers"][0]
+        port = store_svc["spec"]["ports"][0]["targetPort"]
+        self.assertEqual(container["ports"][0]["containerPort"], port)
+        self.assertEqual(container["command"][0], "paddle_store_server")
+        self.assertIn(f"--port={port}", container["command"])
+        self.assertIn("--until-signal", container["command"])  # no launcher, no stdin
+        self.assertEqual([e["name"] for e in container["env"]], ["PADDLE_STORE_TOKEN"])
+        job = by_kind["Job"][0]
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        self.assertIn("--min-nproc=1", command)
+        self.assertIn(f"--rdzv-endpoint=fm-store:{port}", command)
+        self.assertNotIn("--rdzv-backend=etcd", command)
+        argv = [a.replace("$(POD_IP)", "10.0.0.1") for a in command[1:]]
+        opts = options.parse(argv)
+        self.assertEqual((opts.min_nproc, opts.max_nodes, opts.nproc), (1, 4, 2))
+        self.assertEqual(opts.args, ["--elastic"])
+
     def test_bad_nnodes(self):
         with self.assertRaises(ValueError):
             k8s.manifests("fm", "img", "3:2", 1, "p")
         with self.assertRaises(ValueError):
             k8s.manifests("fm", "img", "2", 0, "p")
+        with self.assertRaisesRegex(ValueError, "min_nproc is 3"):
+            k8s.manifests("fm", "img", "2", 2, "p", min_nproc=3)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ def main(argv):
     ap.add_argument("--image", required=True, help="container image with paddlerun installed")
     ap.add_argument("--nnodes", default="1", help="pods: N, or MIN:MAX (adds etcd)")
     ap.add_argument("--nproc", type=int, default=1, help="workers per pod")
-    ap.add_argument("--max-restarts", type=int, default=3)
+    ap.add_argument("--min-nproc", type=int, default=0,
+                    help="elastic in process: the fewest workers per pod the job keeps going "
+                         "with (paddlerun --min-nproc); adds the workers' store as a Deployment")
+    ap.add_argument("--max-restarts", type=int, default=3,
+                    help="restarts per worker; for elastic jobs also the replacements per pod")
     ap.add_argument("--cpu", default="2")
     ap.add_argument("--memory", default="4Gi")
     ap.add_argument("program")
@@ -23,7 +27,7 @@ def main(argv):
     o = ap.parse_args(argv)
     try:
         objs = k8s.manifests(o.name, o.image, o.nnodes, o.nproc, o.program, o.args,
-                             o.max_restarts, o.cpu, o.memory)
+                             o.max_restarts, o.cpu, o.memory, o.min_nproc)
     except ValueError as e:
         ap.error(str(e))
     sys.stdout.write(k8s.to_yaml(objs))
