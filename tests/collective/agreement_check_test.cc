@@ -3,6 +3,7 @@
 // TCP transports, and the Gloo backend. Ranks are threads; communicator_process_test and
 // gloo_communicator_test repeat the main cases across real processes.
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ struct Path {
   const char* algorithm;  // forcing one keeps the native backend off the node workspace
 };
 
+// "workspace" first: EmptyTensorAgreementTest takes the others.
 const Path kPaths[] = {
     {"workspace", Backend::kNative, "auto", ""},
     {"shm_transport", Backend::kNative, "auto", "ring"},
@@ -157,11 +159,17 @@ TEST_P(AgreementTest, CountMismatchIsAnError) {
 
 // A rank whose tensor is empty moves no data, so no stamp rode with its messages; it compares
 // stamps with its ring neighbours instead (AlgorithmContext::AgreeWithoutData).
-TEST_P(AgreementTest, EmptyTensorAmongFullOnesIsAnError) {
-  if (std::string(GetParam().name) == "workspace") {
-    GTEST_SKIP() << "the node workspace collectives skip an empty call before their stamped "
-                    "rounds; an empty rank there still ends at the timeout (issue 27)";
-  }
+//
+// Every path but the node workspace's: its collectives drop an empty call before their stamped
+// rounds, so an empty rank among full ones there still ends at the timeout (issue 27, open).
+class EmptyTensorAgreementTest : public AgreementTest {};
+INSTANTIATE_TEST_SUITE_P(PathsThatStampEmptyCalls, EmptyTensorAgreementTest,
+                         testing::ValuesIn(kPaths + 1, std::end(kPaths)),
+                         [](const testing::TestParamInfo<Path>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST_P(EmptyTensorAgreementTest, EmptyTensorAmongFullOnesIsAnError) {
   ExpectMismatchFails(
       [](int rank, Communicator& comm) {
         return comm.Allreduce(NewTensor(rank == 2 ? 0 : 100, DType::kFloat32), ReduceOp::kSum);
