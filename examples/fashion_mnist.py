@@ -11,6 +11,14 @@ parameters as the C++ example, bit for bit (compare param_hash).
 Started by the launcher (WORLD_SIZE set) it joins the group through env://, splits the global
 --batch evenly, shards the data with a DistributedSampler and averages gradients with DDP; rank
 0 prints and evaluates. Checkpointing (--checkpoint-dir, --resume) is the C++ example's only.
+
+With --elastic (under `paddlerun --nproc=N --min-nproc=M`) workers may die, leave on SIGTERM or
+join while the job runs (paddle.distributed.elastic; the C++ example's --elastic, step for step):
+the global batch stays --batch at any world size, the state is committed in memory every
+--commit-every steps, and the JSON line adds membership_changes and recovery_s_max.
+
+    paddlerun --nproc=4 --min-nproc=2 --max-restarts=3 /usr/bin/python3 examples/fashion_mnist.py \
+        --elastic --model=mlp
 """
 import argparse
 import json
@@ -23,6 +31,7 @@ import numpy as np
 import paddle
 import paddle.distributed as dist
 from paddle import nn, optim
+from paddle.distributed import elastic
 
 DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "lars": 2.0, "lamb": 4e-3}
 DEFAULT_WD = {"sgd": 0.0, "adam": 0.0, "lars": 5e-4, "lamb": 0.01}
@@ -48,7 +57,22 @@ def parse_args(argv):
     p.add_argument("--first-bucket-mb", type=float, default=1.0)
     p.add_argument("--compression", default="none", choices=["none", "fp16", "bf16"])
     p.add_argument("--no-sync", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument("--local-sgd", type=int, default=0, metavar="H",
+                   help="average parameters every H steps instead of gradients every step")
+    p.add_argument("--local-sgd-warmup", type=int, default=0, metavar="N",
+                   help="--local-sgd: N synchronous steps first (post-local SGD)")
+    p.add_argument("--outer-momentum", type=float, default=0.0,
+                   help="--local-sgd: global momentum on the averages (SlowMo)")
+    p.add_argument("--elastic", action="store_true",
+                   help="workers may leave and join (paddlerun --min-nproc)")
+    p.add_argument("--commit-every", type=int, default=10,
+                   help="--elastic: steps between in-memory commits")
+    o = p.parse_args(argv)
+    if o.commit_every < 1:
+        p.error(f"--commit-every must be at least 1, got {o.commit_every}")
+    if o.local_sgd < 0 or o.local_sgd_warmup < 0 or not 0 <= o.outer_momentum < 1:
+        p.error("--local-sgd and --local-sgd-warmup must be >= 0 and --outer-momentum in [0, 1)")
+    return o
 
 
 def make_optimizer(o, params):
@@ -81,9 +105,99 @@ def launched():
         k in env for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")))
 
 
+def train_elastic(o, train, test):
+    """One worker of an elastic job: the C++ example's --elastic loop (fashion_mnist_elastic.cc)."""
+    group = elastic.ElasticGroup(backend=o.backend)
+    if o.batch < group.max_size:
+        sys.exit(f"fashion_mnist: --batch={o.batch} (the global batch) is smaller than the "
+                 f"{group.max_size} workers the job may have")
+    dropout = nn.Generator(o.seed, 1 + int(os.environ.get("RANK", "0")))
+    model = nn.make_model(o.model, o.seed, dropout)
+    opt = make_optimizer(o, model.parameters())
+    state = elastic.State(model, opt, extras=["rng/dropout_offset"])
+    images, labels = train.images.numpy(), train.labels.numpy()
+    n = len(labels)
+    steps_per_epoch = elastic.steps_per_epoch(n, o.batch)
+    schedule = optim.WarmupLR(optim.CosineLR(opt.lr, max(steps_per_epoch * o.epochs, 1)),
+                              round(o.warmup_epochs * steps_per_epoch), 0.1)
+    cross_entropy = nn.functional.cross_entropy
+    order = {"epoch": -1, "order": None}
+    out = {"json": None}
+
+    def generation(pg):
+        leader = pg.rank == 0
+        dropout.offset = state["rng/dropout_offset"]
+        ddp = dist.DistributedDataParallel(model, bucket_cap_mb=o.bucket_cap_mb,
+                                           first_bucket_mb=o.first_bucket_mb, group=pg)
+        if leader:
+            print(f"elastic: generation {group.generation}: world size {pg.size}, from step "
+                  f"{state.step} (epoch {state.epoch + 1}, sample {state.samples}), rank 0 is "
+                  f"pid {os.getpid()}", flush=True)
+        epoch_start = time.monotonic()
+        while state.epoch < o.epochs:
+            if order["epoch"] != state.epoch:
+                order["epoch"], order["order"] = state.epoch, elastic.epoch_order(n, o.seed,
+                                                                                  state.epoch)
+            global_size, begin, count = elastic.share_of_global_batch(n, state.samples, o.batch,
+                                                                      pg.rank, pg.size)
+            first = state.samples + begin
+            rows = np.asarray(order["order"][first:first + count], dtype=np.int64)
+            opt.lr = schedule.lr_at(state.step)
+            opt.zero_grad()
+            loss = cross_entropy(ddp(paddle.from_numpy(images[rows])),
+                                 paddle.from_numpy(labels[rows]))
+            # DDP averages over ranks; weighting by the share makes it the global batch's mean.
+            (loss * (count * pg.size / global_size)).backward()
+            opt.step()
+            change = group.agree_on_change(value=loss.item() * count / global_size)
+            state.step += 1
+            state.samples += global_size
+            state.loss_sum += change.total
+            state.loss_count += 1
+            state["rng/dropout_offset"] = dropout.offset
+            recovered = elastic.step_done()
+            if leader and recovered is not None:
+                print(f"elastic: recovered at step {state.step}, world size {pg.size}, "
+                      f"generation {group.generation}, {recovered:.3f} s after the failure",
+                      flush=True)
+            epoch_end = state.samples >= n
+            if epoch_end:
+                train_loss = state.loss_sum / max(state.loss_count, 1)
+                state.epoch += 1
+                state.samples, state.loss_sum, state.loss_count = 0, 0.0, 0
+                if leader:
+                    accuracy = evaluate(model, test)
+                    print(f"epoch {state.epoch}/{o.epochs}  train_loss {train_loss:.4f}  "
+                          f"test_accuracy {accuracy:.4f}  world {pg.size}  epoch_time "
+                          f"{time.monotonic() - epoch_start:.2f}s", flush=True)
+                    out["json"] = {"epoch": state.epoch, "steps": state.step,
+                                   "train_loss": round(train_loss, 6),
+                                   "test_accuracy": round(accuracy, 4), "world_size": pg.size,
+                                   "param_hash": model.param_hash()}
+                epoch_start = time.monotonic()
+            if state.step % o.commit_every == 0 or change.any or epoch_end:
+                state.commit()
+            if change.any:
+                if leader:
+                    print(f"elastic: membership change after step {state.step}: "
+                          f"{change.joiners} joining, {len(change.leavers)} leaving", flush=True)
+                return change
+        return True
+
+    stats = elastic.run(group, state, generation)
+    if out["json"] is not None and group.rank == 0 and not stats["left"]:
+        out["json"].update(membership_changes=stats["membership_changes"],
+                           recovery_s_max=round(stats["recovery_s_max"], 3))
+        print(json.dumps(out["json"]), flush=True)
+    return 0
+
+
 def main(argv):
     o = parse_args(argv)
     paddle.set_num_threads(o.threads)
+    if o.elastic:
+        return train_elastic(o, paddle.data.FashionMNIST("train", o.data_dir).head(
+            o.train_samples), paddle.data.FashionMNIST("test", o.data_dir).head(o.test_samples))
     rank, world = 0, 1
     if launched():
         dist.init_process_group(o.backend, init_method="env://")
@@ -108,6 +222,10 @@ def main(argv):
                                            compression=o.compression)
         if o.no_sync:
             ddp.set_sync(False)
+    local_sgd = None
+    if ddp and o.local_sgd > 0:
+        local_sgd = dist.LocalSGD(model, period=o.local_sgd, warmup_steps=o.local_sgd_warmup,
+                                  outer_momentum=o.outer_momentum, ddp=ddp)
     loader = paddle.data.DataLoader(train, local_batch, sampler=sampler)
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * o.epochs
@@ -138,6 +256,8 @@ def main(argv):
             else:
                 loss.backward()
             opt.step()
+            if local_sgd:
+                local_sgd.after_step()
             loss_sum += loss.item()
             loss_count += 1
             step += 1
@@ -167,6 +287,8 @@ def main(argv):
                      f'{accuracy:.4f}, "samples_per_s": {rate:.1f}, "epoch_time_s": '
                      f'{seconds:.3f}, "world_size": {world}, "comm_wait_fraction": '
                      f'{wait_fraction:.4f}, "param_hash": "{model.param_hash()}"}}')
+    if local_sgd:  # one model again on every rank (per-epoch figures are rank 0's replica)
+        local_sgd.synchronize()
     if dist.is_initialized():
         dist.destroy_process_group()
     if leader:

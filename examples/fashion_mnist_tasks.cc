@@ -75,13 +75,14 @@ absl::StatusOr<std::unique_ptr<TaskData>> TaskData::Create(Store* store, TaskDat
         "--data=tasks: --records-per-task (", options.records_per_task, "), --commit-every (",
         options.commit_every, ") and --batch (", options.global_batch, ") must be positive"));
   }
-  // Held tasks at a commit: the used-up ones since the last commit, plus one being read.
-  if (Ceil(options.commit_every * options.global_batch, options.records_per_task) + 2 > kMaxHeld) {
+  // Held tasks at a commit: the used-up ones since the last commit, one being read and one
+  // prefetched.
+  if (Ceil(options.commit_every * options.global_batch, options.records_per_task) + 3 > kMaxHeld) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--data=tasks: --records-per-task=", options.records_per_task, " is too small for --batch=",
         options.global_batch, " and --commit-every=", options.commit_every, ": a rank could hold ",
         "more than ", kMaxHeld, " tasks between commits; use at least ",
-        Ceil(options.commit_every * options.global_batch, kMaxHeld - 2), " records per task"));
+        Ceil(options.commit_every * options.global_batch, kMaxHeld - 3), " records per task"));
   }
   ASSIGN_OR_RETURN(data::ShardSet set, data::LoadShardSet(options.shards_dir));
   int64_t offset = 0, label = -1, image = -1;
@@ -105,8 +106,14 @@ absl::StatusOr<std::unique_ptr<TaskData>> TaskData::Create(Store* store, TaskDat
   mo.max_failures = 1 << 20;
   ASSIGN_OR_RETURN(std::unique_ptr<data::TaskMaster> master,
                    data::TaskMaster::Create(store, std::move(tasks), mo));
-  std::unique_ptr<TaskData> out(
-      new TaskData(std::move(set), std::move(master), options, label, image));
+  data::TaskFeedLayout layout;
+  layout.record_bytes = set.RecordBytes();
+  layout.label_offset = label;
+  layout.image_offset = image;
+  layout.image_bytes = kImageBytes;
+  layout.mean = data::kFashionMnistMean;
+  layout.std = data::kFashionMnistStd;
+  std::unique_ptr<TaskData> out(new TaskData(std::move(set), std::move(master), options, layout));
   if (!options.ledger_dir.empty()) {
     if (::mkdir(options.ledger_dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::InvalidArgumentError(absl::StrCat("--sample-ledger=", options.ledger_dir,
@@ -124,7 +131,7 @@ absl::StatusOr<std::unique_ptr<TaskData>> TaskData::Create(Store* store, TaskDat
 }
 
 TaskData::~TaskData() {
-  reader_.reset();
+  held_.clear();  // the feeds' threads
   if (ledger_ != nullptr) std::fclose(ledger_);
 }
 
@@ -141,8 +148,8 @@ std::string TaskData::Worker() const {
 
 absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& extras, int64_t epoch,
                                        int64_t generation, int rank, int size) {
-  reader_.reset();
   held_.clear();
+  ahead_epoch_ = -1;
   lines_.clear();
   committing_.clear();
   rank_ = rank;
@@ -170,30 +177,59 @@ absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& ext
       }
       continue;
     }
-    Held h{*task, used};
-    if (used == task->range.end - task->range.begin) {
+    Held h{*task, used, nullptr};
+    if (used == h.size()) {
       used_up.push_back(h.task);
     } else {
-      held_.push_back(h);
+      held_.push_back(std::move(h));
     }
   }
   if (!used_up.empty()) RETURN_IF_ERROR(master_->Finish(used_up).status());
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> TaskData::OpenNext() {
-  for (size_t i = 0; i < held_.size(); ++i) {
-    const Held& h = held_[i];
-    if (h.used < h.task.range.end - h.task.range.begin) {
-      data::RecordRange range{set_.ShardPath(static_cast<size_t>(h.task.range.shard)),
-                              h.task.range.begin + h.used, h.task.range.end};
-      reader_.reset();
-      ASSIGN_OR_RETURN(reader_, data::ShardReader::Create({range}));
-      reading_ = i;
-      return true;
-    }
+absl::Status TaskData::StartFeed(size_t i) {
+  Held& h = held_[i];
+  if (h.feed != nullptr) return absl::OkStatus();
+  data::RecordRange range{set_.ShardPath(static_cast<size_t>(h.task.range.shard)),
+                          h.task.range.begin + h.used, h.task.range.end};
+  data::TaskFeedOptions fo;
+  fo.index_cache = indexes_;
+  ASSIGN_OR_RETURN(h.feed, data::TaskFeed::Start(std::move(range), layout_, fo));
+  return absl::OkStatus();
+}
+
+int64_t TaskData::RecordsHeld() const {
+  int64_t left = 0;
+  for (const Held& h : held_) left += h.size() - h.used;
+  return left;
+}
+
+// Note [Task prefetch]
+// A rank asks for its next task, at most one ahead, while it still has a few steps' records in
+// hand (4 steps' worth:
+// enough for the new feed's first slab to be decoded before it is needed, few enough that at the
+// end of an epoch a rank does not sit on a task the others could have read), and starts its feed
+// at once. The prefetched task is held like any other: it is in held_ with used = 0 from the Ask
+// on, so the next commit names it (Note [Task positions], step 2) and a new generation adopts it;
+// its decoded rows count as read only when Take hands them to a step. A worker that dies holding
+// it before a commit named it leaves it pending in the store with no holder in any commit: the
+// case of step 5 (a task taken after the last commit and rolled back), where EndEpoch puts it
+// back in todo. So it is read in exactly one committed update either way.
+absl::Status TaskData::Prefetch(int64_t epoch, int64_t n) {
+  const int64_t open =
+      std::count_if(held_.begin(), held_.end(), [](const Held& h) { return h.used < h.size(); });
+  // At most one task ahead: a rank holds at most two with records left (kMaxHeld counts on it).
+  if (ahead_epoch_ == epoch || open > 1 || RecordsHeld() >= 4 * std::max<int64_t>(n, 1)) {
+    return absl::OkStatus();
   }
-  return false;
+  ASSIGN_OR_RETURN(data::TaskAnswer a, master_->Ask(epoch, Worker()));
+  if (a.kind != data::TaskAnswer::kTask) {
+    ahead_epoch_ = epoch;  // none to spare now; Take still asks when it runs out
+    return absl::OkStatus();
+  }
+  held_.push_back(Held{a.task, 0, nullptr});
+  return StartFeed(held_.size() - 1);
 }
 
 absl::StatusOr<int64_t> TaskData::Take(int64_t epoch, int64_t step, int64_t n, Tensor* images,
@@ -201,45 +237,33 @@ absl::StatusOr<int64_t> TaskData::Take(int64_t epoch, int64_t step, int64_t n, T
   ASSIGN_OR_RETURN(*images, Tensor::Empty({std::max<int64_t>(n, 1), 1, 28, 28}, DType::kFloat32));
   ASSIGN_OR_RETURN(*labels, Tensor::Empty({std::max<int64_t>(n, 1)}, DType::kInt64));
   Line line{epoch, step, rank_, {}};
+  line.ids.reserve(static_cast<size_t>(n));
   float* px = images->data<float>();
   int64_t* lab = labels->data<int64_t>();
-  const int64_t record_bytes = set_.RecordBytes();
   int64_t got = 0;
+  size_t i = 0;  // held_[i]: the first task that may have records left
   while (got < n) {
-    if (reader_ == nullptr) {
-      ASSIGN_OR_RETURN(bool opened, OpenNext());
-      if (!opened) {
-        ASSIGN_OR_RETURN(data::TaskAnswer a, master_->Ask(epoch, Worker()));
-        if (a.kind != data::TaskAnswer::kTask) break;  // kWait or kEpochDone: none left for us
-        held_.push_back(Held{a.task, 0});
-        continue;
-      }
-    }
-    ASSIGN_OR_RETURN(std::optional<data::ShardRecord> record, reader_->Next());
-    if (!record) {
-      reader_.reset();
+    while (i < held_.size() && held_[i].used == held_[i].size()) ++i;
+    if (i == held_.size()) {
+      ASSIGN_OR_RETURN(data::TaskAnswer a, master_->Ask(epoch, Worker()));
+      if (a.kind != data::TaskAnswer::kTask) break;  // kWait or kEpochDone: none left for us
+      held_.push_back(Held{a.task, 0, nullptr});
       continue;
     }
-    const std::string& d = record->data;
-    if (static_cast<int64_t>(d.size()) != record_bytes) {
-      return absl::DataLossError(absl::StrCat("--data=tasks: record ", record->record, " of ",
-                                              set_.ShardPath(held_[reading_].task.range.shard),
-                                              " is ", d.size(), " bytes, MANIFEST says ",
-                                              record_bytes));
+    RETURN_IF_ERROR(StartFeed(i));
+    Held& h = held_[i];
+    ASSIGN_OR_RETURN(int64_t k,
+                     h.feed->Take(n - got, px + got * kImageBytes, lab + got, &line.ids));
+    if (k == 0) {
+      return absl::DataLossError(absl::StrCat(
+          "--data=tasks: task ", h.task.id, " (", set_.ShardPath(h.task.range.shard), " records [",
+          h.task.range.begin, ", ", h.task.range.end, ")) ended after ", h.used, " records"));
     }
-    ASSIGN_OR_RETURN(int64_t id, data::DecodeSampleId(d));
-    const auto* bytes = reinterpret_cast<const uint8_t*>(d.data()) + 8;
-    lab[got] = bytes[label_offset_];
-    const uint8_t* img = bytes + image_offset_;
-    float* out = px + got * kImageBytes;
-    for (int64_t i = 0; i < kImageBytes; ++i) {
-      out[i] =
-          (static_cast<float>(img[i]) / 255.0f - data::kFashionMnistMean) / data::kFashionMnistStd;
-    }
-    line.ids.push_back(id);
-    ++held_[reading_].used;
-    ++got;
+    h.used += k;
+    got += k;
+    if (h.used == h.size()) h.feed.reset();
   }
+  if (got == n) RETURN_IF_ERROR(Prefetch(epoch, n));
   if (got < n) {  // a short batch at the end of the epoch
     // None at all: the dummy sample of Note [Task positions], step 5 (weighted 0).
     const int64_t rows = std::max<int64_t>(got, 1);
@@ -342,13 +366,11 @@ absl::Status TaskData::AfterCommit() {
   committing_.clear();
   std::vector<data::Task> used_up;
   std::vector<Held> kept;
-  for (size_t i = 0; i < held_.size(); ++i) {
-    if (held_[i].used == held_[i].task.range.end - held_[i].task.range.begin) {
-      used_up.push_back(held_[i].task);
-      if (reader_ != nullptr && reading_ == i) reader_.reset();
+  for (Held& h : held_) {
+    if (h.used == h.size()) {
+      used_up.push_back(h.task);
     } else {
-      if (reader_ != nullptr && reading_ == i) reading_ = kept.size();
-      kept.push_back(held_[i]);
+      kept.push_back(std::move(h));
     }
   }
   held_ = std::move(kept);

@@ -27,6 +27,7 @@
 #include "paddle/core/tensor.h"
 #include "paddle/data/shard_reader.h"
 #include "paddle/data/shard_set.h"
+#include "paddle/data/task_feed.h"
 #include "paddle/data/task_master.h"
 
 namespace paddle::examples {
@@ -59,9 +60,13 @@ class TaskData {
                                int64_t generation, int rank, int size);
 
   // Reads up to `n` samples of `epoch` for step `step` (images normalized as LoadFashionMnist
-  // does); fewer, possibly none, when the task master has no task left to hand out.
+  // does); fewer, possibly none, when the task master has no task left to hand out. Asks for the
+  // next task ahead of need (Note [Task prefetch]).
   absl::StatusOr<int64_t> Take(int64_t epoch, int64_t step, int64_t n, Tensor* images,
                                Tensor* labels);
+  // Records left in the tasks this rank holds: the next steps can take that many without asking
+  // the task master (Note [Step count] in fashion_mnist_elastic.cc).
+  int64_t RecordsHeld() const;
 
   // Collective, right before ElasticState::Commit on every rank: gathers every rank's task
   // positions into `extras` (the same on every rank) and every rank's ledger lines since the
@@ -77,32 +82,35 @@ class TaskData {
  private:
   struct Held {
     data::Task task;
-    int64_t used = 0;  // records of the task consumed, from its first
+    int64_t used = 0;                      // records of the task consumed, from its first
+    std::unique_ptr<data::TaskFeed> feed;  // reading from `used` on, once started
+    int64_t size() const { return task.range.end - task.range.begin; }
   };
   struct Line {
     int64_t epoch = 0, step = 0, rank = 0;
     std::vector<int64_t> ids;
   };
   TaskData(data::ShardSet set, std::unique_ptr<data::TaskMaster> master, TaskDataOptions options,
-           int64_t label_offset, int64_t image_offset)
+           data::TaskFeedLayout layout)
       : set_(std::move(set)),
         master_(std::move(master)),
         options_(std::move(options)),
-        label_offset_(label_offset),
-        image_offset_(image_offset) {}
-  // Opens a reader on the first held task with records left; false if there is none.
-  absl::StatusOr<bool> OpenNext();
+        layout_(layout) {}
+  // Starts the feed of held_[i] if it has none.
+  absl::Status StartFeed(size_t i);
+  // Note [Task prefetch]: asks for one more task once the held ones run low.
+  absl::Status Prefetch(int64_t epoch, int64_t n);
   std::string Worker() const;
 
   const data::ShardSet set_;
   const std::unique_ptr<data::TaskMaster> master_;
   const TaskDataOptions options_;
-  const int64_t label_offset_, image_offset_;  // in a record, after the 8-byte id
+  const data::TaskFeedLayout layout_;
+  const std::shared_ptr<data::ShardIndexCache> indexes_ = std::make_shared<data::ShardIndexCache>();
   int rank_ = 0, size_ = 1;
   int64_t generation_ = 0;
   std::vector<Held> held_;
-  size_t reading_ = 0;  // index in held_ of the task reader_ reads
-  std::unique_ptr<data::ShardReader> reader_;
+  int64_t ahead_epoch_ = -1;      // the master had nothing to prefetch in this epoch and generation
   std::vector<Line> lines_;       // this rank's steps since the last commit
   std::vector<Line> committing_;  // every rank's, from the last Exchange
   std::FILE* ledger_ = nullptr;

@@ -6,15 +6,17 @@
 // 1. Throughput: one process reads `--epochs` epochs of Fashion-MNIST's training split as
 //    normalized float32 batches of `--batch`, (a) with the in-memory DataLoader (the data set
 //    loaded once, gathered on its prefetch thread) and (b) through the task master (on a real
-//    TCPStore) and ShardReader: ask, stream the task's records (CRC-checked) and decode them into
-//    batches, finish. Both checksum what they produce, and every sample must be seen once per
-//    epoch. Reports samples/s of each and their ratio.
+//    TCPStore) and TaskFeed: ask (the next task ahead of need), stream the task's records
+//    (CRC-checked) and decode them on the feed's thread, copy batches out, finish. Both checksum
+//    what they produce, and every sample must be seen once per epoch. Reports samples/s of each
+//    and their ratio.
 // 2. Re-hand-out: worker A takes a task and dies; worker B asks every `--poll-ms`. The time from
 //    A's hand-out to B receiving the same task is the task timeout (here --timeout-ms, as if
 //    observed) plus up to one poll; reported as p50 / p95 over `--trials`.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -33,6 +35,7 @@
 #include "paddle/data/fashion_mnist.h"
 #include "paddle/data/shard_reader.h"
 #include "paddle/data/shard_set.h"
+#include "paddle/data/task_feed.h"
 #include "paddle/data/task_master.h"
 
 namespace paddle {
@@ -69,7 +72,10 @@ absl::StatusOr<double> InMemory(const Flags& f, double* checksum) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
-// (b) Tasks from the store, records from the shards.
+// (b) Tasks from the store, records from the shards, as fashion_mnist --data=tasks reads them:
+// each task's records decoded on its TaskFeed's thread, the next task asked for and its feed
+// started while the current one is read (Note [Task prefetch] in examples/fashion_mnist_tasks.cc),
+// the shards' indexes read once.
 absl::StatusOr<double> FromTasks(const Flags& f, int port, double* checksum) {
   ASSIGN_OR_RETURN(ShardSet set, LoadShardSet(f.shards));
   if (set.RecordBytes() != 8 + 1 + 784) {
@@ -81,38 +87,63 @@ absl::StatusOr<double> FromTasks(const Flags& f, int port, double* checksum) {
   options.key = "bench/throughput";
   ASSIGN_OR_RETURN(std::unique_ptr<TaskMaster> master,
                    TaskMaster::Create(store.get(), tasks, options));
-  float lut[256];
-  for (int i = 0; i < 256; ++i) lut[i] = (i / 255.0f - kFashionMnistMean) / kFashionMnistStd;
+  TaskFeedLayout layout;
+  layout.record_bytes = set.RecordBytes();
+  layout.label_offset = 0;
+  layout.image_offset = 1;
+  layout.image_bytes = 784;
+  layout.mean = kFashionMnistMean;
+  layout.std = kFashionMnistStd;
+  TaskFeedOptions feed_options;
+  feed_options.index_cache = std::make_shared<ShardIndexCache>();
+  struct Held {
+    Task task;
+    std::unique_ptr<TaskFeed> feed;
+  };
+  // Asks for a task and starts its feed; false when the epoch has none left.
+  auto ask = [&](int64_t epoch, std::deque<Held>& held) -> absl::StatusOr<bool> {
+    ASSIGN_OR_RETURN(TaskAnswer a, master->Ask(epoch, "bench"));
+    if (a.kind == TaskAnswer::kEpochDone) return false;
+    if (a.kind == TaskAnswer::kWait) return false;  // the other tasks are ours, in `held`
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<TaskFeed> feed,
+        TaskFeed::Start({set.ShardPath(a.task.range.shard), a.task.range.begin, a.task.range.end},
+                        layout, feed_options));
+    held.push_back(Held{a.task, std::move(feed)});
+    return true;
+  };
   std::vector<float> images(static_cast<size_t>(f.batch) * 784);
   std::vector<int64_t> labels(static_cast<size_t>(f.batch));
+  std::vector<int64_t> ids;
   std::vector<int> seen(static_cast<size_t>(set.NumRecords()));
   absl::Time start = absl::Now();
   for (int64_t e = 0; e < f.epochs; ++e) {
-    int64_t in_batch = 0;
-    while (true) {
-      ASSIGN_OR_RETURN(TaskAnswer a, master->Ask(e, "bench"));
-      if (a.kind == TaskAnswer::kEpochDone) break;
-      if (a.kind == TaskAnswer::kWait) return absl::InternalError("one worker never waits");
-      ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> reader,
-                       ShardReader::Create({{set.ShardPath(a.task.range.shard), a.task.range.begin,
-                                             a.task.range.end}}));
-      while (true) {
-        ASSIGN_OR_RETURN(std::optional<ShardRecord> r, reader->Next());
-        if (!r) break;
-        ASSIGN_OR_RETURN(int64_t id, DecodeSampleId(r->data));
-        ++seen[static_cast<size_t>(id)];
-        const unsigned char* p = reinterpret_cast<const unsigned char*>(r->data.data()) + 8;
-        labels[in_batch] = p[0];
-        float* out = &images[static_cast<size_t>(in_batch) * 784];
-        for (int i = 0; i < 784; ++i) out[i] = lut[p[1 + i]];
-        if (++in_batch == f.batch) {
-          *checksum += images[0] + static_cast<double>(labels[0]);
-          in_batch = 0;
+    std::deque<Held> held;
+    ASSIGN_OR_RETURN(bool more, ask(e, held));
+    while (!held.empty()) {
+      if (held.size() == 1 && more) {  // the next task, ahead of need
+        ASSIGN_OR_RETURN(more, ask(e, held));
+      }
+      int64_t got = 0;
+      ids.clear();
+      while (got < f.batch && !held.empty()) {
+        ASSIGN_OR_RETURN(int64_t k, held.front().feed->Take(f.batch - got, &images[got * 784],
+                                                            &labels[got], &ids));
+        got += k;
+        if (got < f.batch) {  // the task is used up
+          ASSIGN_OR_RETURN(std::vector<bool> ok, master->Finish({held.front().task}));
+          if (!ok[0]) return absl::InternalError("a finish was ignored");
+          held.pop_front();
+          if (held.empty() && more) {
+            ASSIGN_OR_RETURN(more, ask(e, held));
+          }
         }
       }
-      ASSIGN_OR_RETURN(std::vector<bool> ok, master->Finish({a.task}));
-      if (!ok[0]) return absl::InternalError("a finish was ignored");
+      for (int64_t id : ids) ++seen[static_cast<size_t>(id)];
+      if (got > 0) *checksum += images[0] + static_cast<double>(labels[0]);
     }
+    ASSIGN_OR_RETURN(TaskAnswer a, master->Ask(e, "bench"));
+    if (a.kind != TaskAnswer::kEpochDone) return absl::InternalError("epoch not done");
   }
   double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   for (size_t i = 0; i < seen.size(); ++i) {

@@ -15,6 +15,26 @@
 namespace paddle {
 namespace data {
 
+absl::StatusOr<std::shared_ptr<const std::vector<uint64_t>>> ShardIndexCache::Get(
+    const std::string& shard) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = indexes_.find(shard);
+    if (it != indexes_.end()) return it->second;
+  }
+  // Read outside the lock: a stalled index must not hold up readers of other shards. Two threads
+  // missing the same shard both read it; the first one stored wins.
+  ASSIGN_OR_RETURN(std::vector<uint64_t> offsets, ReadIndex(shard));
+  auto read = std::make_shared<const std::vector<uint64_t>>(std::move(offsets));
+  std::lock_guard<std::mutex> lock(mu_);
+  return indexes_.emplace(shard, std::move(read)).first->second;
+}
+
+int64_t ShardIndexCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(indexes_.size());
+}
+
 absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Create(std::vector<RecordRange> ranges,
                                                                  ShardReaderOptions options) {
   if (options.max_buffered_bytes <= 0) {
@@ -28,19 +48,23 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Create(std::vector<Rec
                                                      ", ", ranges[i].end, "), not a range"));
     }
   }
-  std::unique_ptr<ShardReader> reader(new ShardReader(std::move(ranges), options));
+  std::unique_ptr<ShardReader> reader(new ShardReader(std::move(ranges), std::move(options)));
   reader->producer_ = std::thread([r = reader.get()] { r->Produce(); });
   return reader;
 }
 
 ShardReader::~ShardReader() {
+  Stop();
+  producer_.join();
+}
+
+void ShardReader::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cancelled_.store(true, std::memory_order_relaxed);
   cv_.notify_all();
-  producer_.join();
 }
 
 void ShardReader::Produce() {
@@ -64,7 +88,14 @@ absl::Status ShardReader::ReadRange(size_t r) {
     std::lock_guard<std::mutex> lock(mu_);
     position_ = absl::StrCat("the index of shard ", range.shard, " (range ", r, ")");
   }
-  ASSIGN_OR_RETURN(std::vector<uint64_t> offsets, ReadIndex(range.shard));
+  std::shared_ptr<const std::vector<uint64_t>> cached;
+  if (options_.index_cache != nullptr) {
+    ASSIGN_OR_RETURN(cached, options_.index_cache->Get(range.shard));
+  } else {
+    ASSIGN_OR_RETURN(std::vector<uint64_t> read, ReadIndex(range.shard));
+    cached = std::make_shared<const std::vector<uint64_t>>(std::move(read));
+  }
+  const std::vector<uint64_t>& offsets = *cached;
   const int64_t count = static_cast<int64_t>(offsets.size()) - 1;
   if (range.end > count) {
     return absl::OutOfRangeError(absl::StrCat("shard ", range.shard, " has ", count,
@@ -94,7 +125,7 @@ absl::Status ShardReader::ReadRange(size_t r) {
     if (cancelled_.load(std::memory_order_relaxed)) {
       return absl::CancelledError("ShardReader destroyed");
     }
-    {
+    if (chunk.empty()) {  // once a chunk: a stall names the chunk's first byte
       std::lock_guard<std::mutex> lock(mu_);
       position_ = absl::StrCat("shard ", range.shard, " at byte offset ", reader->offset());
     }
@@ -132,38 +163,62 @@ bool ShardReader::Push(std::vector<ShardRecord>& chunk, int64_t bytes) {
   });
   if (stop_) return false;
   buffered_bytes_ += bytes;
-  for (ShardRecord& record : chunk) queue_.push_back(std::move(record));
-  chunk.clear();
+  queue_.push_back(Chunk{std::move(chunk), bytes});
+  chunk = {};
+  cv_.notify_all();
+  return true;
+}
+
+absl::StatusOr<bool> ShardReader::Refill() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Waits in steps of at most an hour: an infinite (or huge) timeout converted to a std::chrono
+  // deadline would overflow and time out at once.
+  const absl::Time give_up = absl::Now() + options_.timeout;
+  while (queue_.empty() && !done_ && !stop_) {
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("ShardReader: no record within ", absl::FormatDuration(options_.timeout),
+                       " while reading ", position_, "; is the filesystem stalled?"));
+    }
+    cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))));
+  }
+  if (stop_) return absl::CancelledError("ShardReader stopped");
+  if (queue_.empty()) {
+    if (!error_.ok()) return error_;
+    return false;
+  }
+  taken_ = std::move(queue_.front().records);
+  taken_at_ = 0;
+  buffered_bytes_ -= queue_.front().bytes;
+  queue_.pop_front();
   cv_.notify_all();
   return true;
 }
 
 absl::StatusOr<std::optional<ShardRecord>> ShardReader::Next() {
-  if (taken_.empty()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    // Waits in steps of at most an hour: an infinite (or huge) timeout converted to a
-    // std::chrono deadline would overflow and time out at once.
-    const absl::Time give_up = absl::Now() + options_.timeout;
-    while (queue_.empty() && !done_) {
-      const absl::Duration left = give_up - absl::Now();
-      if (left <= absl::ZeroDuration()) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("ShardReader: no record within ", absl::FormatDuration(options_.timeout),
-                         " while reading ", position_, "; is the filesystem stalled?"));
-      }
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))));
-    }
-    if (queue_.empty()) {
-      if (!error_.ok()) return error_;
-      return std::optional<ShardRecord>();
-    }
-    taken_.swap(queue_);
-    buffered_bytes_ = 0;
-    cv_.notify_all();
+  if (taken_at_ == taken_.size()) {
+    ASSIGN_OR_RETURN(bool more, Refill());
+    if (!more) return std::optional<ShardRecord>();
   }
-  ShardRecord record = std::move(taken_.front());
-  taken_.pop_front();
-  return std::optional<ShardRecord>(std::move(record));
+  return std::optional<ShardRecord>(std::move(taken_[taken_at_++]));
+}
+
+absl::StatusOr<std::vector<ShardRecord>> ShardReader::NextChunk() {
+  if (taken_at_ == taken_.size()) {
+    ASSIGN_OR_RETURN(bool more, Refill());
+    if (!more) return std::vector<ShardRecord>();
+  }
+  std::vector<ShardRecord> out;
+  if (taken_at_ == 0) {
+    out = std::move(taken_);
+  } else {
+    out.assign(std::make_move_iterator(taken_.begin() + static_cast<ptrdiff_t>(taken_at_)),
+               std::make_move_iterator(taken_.end()));
+  }
+  taken_.clear();
+  taken_at_ = 0;
+  return out;
 }
 
 }  // namespace data

@@ -5,10 +5,12 @@
 // (task_master.h) names. For each range the thread reads the shard's index, checks that the shard
 // is as long as its index says (a truncated shard is an error before any of its records is used),
 // seeks to record `begin` and reads up to `end`, checking every record's CRC and that it starts
-// where the index says. Records travel to the consumer in chunks (one lock hand-off per chunk,
-// not per record) through a queue of at most `max_buffered_bytes` (one chunk is always let
-// through, however large), so a fast disk cannot outrun a slow trainer's memory: at most about
-// 2 x max_buffered_bytes are held (the queue, the chunk the consumer took, the one being read).
+// where the index says. Records travel to the consumer in chunks (one queue entry and one lock
+// hand-off per chunk, not per record; NextChunk() takes a whole chunk) through a queue of at most
+// `max_buffered_bytes` (one chunk is always let through, however large), so a fast disk cannot
+// outrun a slow trainer's memory: at most about 2 x max_buffered_bytes are held (the queue, the
+// chunk the consumer took, the one being read). Readers that share a ShardIndexCache read each
+// shard's index once between them (a trainer opens one reader per task, many per shard).
 //
 // Errors (kDataLoss for corrupt or truncated data, kNotFound for a missing shard or index) name
 // the shard file and the byte offset; they are delivered by Next() after the records before them,
@@ -26,11 +28,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -53,9 +57,23 @@ struct ShardRecord {
   int64_t record = 0;  // its record number in the shard
 };
 
+// The indexes of the shards read so far (record_file.h's ReadIndex), shared by readers and their
+// threads. Thread-safe. An index is trusted once read: each range still checks the shard's size
+// against it, so a shard truncated or rewritten later is still an error.
+class ShardIndexCache {
+ public:
+  absl::StatusOr<std::shared_ptr<const std::vector<uint64_t>>> Get(const std::string& shard);
+  int64_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const std::vector<uint64_t>>> indexes_ ABSL_GUARDED_BY(mu_);
+};
+
 struct ShardReaderOptions {
   int64_t max_buffered_bytes = int64_t{32} << 20;
-  absl::Duration timeout = absl::Seconds(60);  // bound on each Next()
+  absl::Duration timeout = absl::Seconds(60);    // bound on each Next()
+  std::shared_ptr<ShardIndexCache> index_cache;  // null: each range reads its shard's index
 };
 
 class ShardReader {
@@ -71,26 +89,39 @@ class ShardReader {
   // The next record; nullopt after the last record of the last range. Errors as in the file
   // comment; kDeadlineExceeded naming the shard and offset being read if none arrives in time.
   absl::StatusOr<std::optional<ShardRecord>> Next();
+  // The rest of the chunk Next() would read from (at least one record, in order); empty after the
+  // last record. Errors as Next().
+  absl::StatusOr<std::vector<ShardRecord>> NextChunk();
+  // Thread-safe: makes the producer stop and every waiting or later Next()/NextChunk() fail with
+  // kCancelled, so that a thread blocked on this reader can be joined before its destruction.
+  void Stop();
 
  private:
   ShardReader(std::vector<RecordRange> ranges, ShardReaderOptions options)
-      : ranges_(std::move(ranges)), options_(options) {}
+      : ranges_(std::move(ranges)), options_(std::move(options)) {}
   void Produce();
   absl::Status ReadRange(size_t r);
   // Waits for room, then queues the records of `chunk` (and empties it); false if the reader is
   // being destroyed.
   bool Push(std::vector<ShardRecord>& chunk, int64_t bytes);
+  // Moves the next queued chunk into taken_ (waiting for one); false after the last record.
+  absl::StatusOr<bool> Refill();
 
   const std::vector<RecordRange> ranges_;
   const ShardReaderOptions options_;
   std::thread producer_;
-  std::deque<ShardRecord> taken_;  // the consumer's: records it took from queue_, in order
+  std::vector<ShardRecord> taken_;  // the consumer's: the chunk it took from queue_
+  size_t taken_at_ = 0;             // its next record
 
   // std::mutex, not absl::Mutex, so that TSan checks it (Note [Locks and ThreadSanitizer] in
   // paddle/collective/transport/tcp/tcp_request.h).
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<ShardRecord> queue_ ABSL_GUARDED_BY(mu_);
+  struct Chunk {
+    std::vector<ShardRecord> records;
+    int64_t bytes = 0;
+  };
+  std::deque<Chunk> queue_ ABSL_GUARDED_BY(mu_);
   int64_t buffered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

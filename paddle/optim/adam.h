@@ -42,6 +42,7 @@ class Adam final : public Optimizer {
  private:
   Adam(std::vector<autograd::Variable> params, AdamOptions options);
   void Update(const ParamUpdate& p) override;
+  bool SupportsSparse() const override { return true; }  // Note [Lazy sparse updates]
 
   AdamOptions options_;
 };

@@ -1,6 +1,7 @@
 // Parameter validation, the Step() driver, and checkpoint state shared by every optimizer.
 #include "paddle/optim/optimizer.h"
 
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -139,8 +140,19 @@ absl::Status Optimizer::Step() {
   autograd::NoGradGuard no_grad;
   std::vector<ParamUpdate> updates;
   std::vector<ParamState*> updated;
+  std::vector<RowUpdate> row_updates;
   for (ParamState& p : params_) {
     const Tensor& grad = p.var.grad();
+    if (p.var.sparse_grad() != nullptr) {
+      if (grad.defined()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("step ", step_count_ + 1, ": parameter '", p.var.name(),
+                         "' has both a dense and a sparse gradient; give it one kind"));
+      }
+      ASSIGN_OR_RETURN(RowUpdate r, PrepareRows(p));
+      row_updates.push_back(std::move(r));
+      continue;
+    }
     if (!grad.defined()) continue;
     const Tensor& value = p.var.data();
     // The state lives where the parameter was at Create (Note [CUDA parameters]).
@@ -174,8 +186,76 @@ absl::Status Optimizer::Step() {
     }
     ++updated[i]->step;
   }
+  for (RowUpdate& r : row_updates) {
+    ParamState& p = *r.param;
+    if (r.grad.size() > 0) {
+      Update(ParamUpdate{r.value_rows, r.grad.rows, &r.slot_rows, p.step + 1, p.excluded});
+      ScatterRows(r);
+    }
+    ++p.step;
+  }
   ++step_count_;
   return absl::OkStatus();
+}
+
+namespace {
+
+// dst[k] = src[ids[k]] (gather) or src[k] -> dst[ids[k]] (scatter), rows of `dim` elements.
+void CopyRows(const Tensor& table, const Tensor& rows, const int64_t* ids, int64_t n, bool gather) {
+  const size_t row_bytes = static_cast<size_t>(table.shape()[1]) * table.element_size();
+  char* t = static_cast<char*>(table.data());
+  char* r = static_cast<char*>(rows.data());
+  for (int64_t k = 0; k < n; ++k) {
+    char* tr = t + ids[k] * row_bytes;
+    char* rr = r + k * row_bytes;
+    if (gather) {
+      std::memcpy(rr, tr, row_bytes);
+    } else {
+      std::memcpy(tr, rr, row_bytes);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Optimizer::RowUpdate> Optimizer::PrepareRows(ParamState& p) {
+  const std::string what =
+      absl::StrCat("step ", step_count_ + 1, ": sparse gradient of '", p.var.name(), "'");
+  if (!SupportsSparse()) {
+    return absl::UnimplementedError(
+        absl::StrCat(what,
+                     ": this optimizer's rule is not per element (Note [Lazy sparse "
+                     "updates]); use SGD, Adam or Adagrad, or a dense embedding"));
+  }
+  const Tensor& value = p.var.data();
+  if (!value.is_contiguous() || !value.device().is_cpu() || value.device() != p.device) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the parameter is ", value.ToString(),
+                     "; sparse updates need contiguous CPU memory where it was at Create"));
+  }
+  RETURN_IF_ERROR(autograd::CheckSparseRows(*p.var.sparse_grad(), value, what));
+  RowUpdate r;
+  r.param = &p;
+  ASSIGN_OR_RETURN(r.grad, autograd::Coalesce(*p.var.sparse_grad()));
+  const int64_t n = r.grad.size();
+  const int64_t* ids = r.grad.ids.data<int64_t>();
+  ASSIGN_OR_RETURN(r.value_rows, Tensor::Empty({n, value.shape()[1]}, value.dtype()));
+  CopyRows(value, r.value_rows, ids, n, /*gather=*/true);
+  for (const Tensor& slot : p.slots) {
+    ASSIGN_OR_RETURN(Tensor rows, Tensor::Empty({n, value.shape()[1]}, value.dtype()));
+    CopyRows(slot, rows, ids, n, /*gather=*/true);
+    r.slot_rows.push_back(std::move(rows));
+  }
+  return r;
+}
+
+void Optimizer::ScatterRows(const RowUpdate& r) {
+  const int64_t n = r.grad.size();
+  const int64_t* ids = r.grad.ids.data<int64_t>();
+  CopyRows(r.param->var.data(), r.value_rows, ids, n, /*gather=*/false);
+  for (size_t s = 0; s < r.slot_rows.size(); ++s) {
+    CopyRows(r.param->slots[s], r.slot_rows[s], ids, n, /*gather=*/false);
+  }
 }
 
 absl::Status Optimizer::UpdateCuda(const ParamUpdate& p) {

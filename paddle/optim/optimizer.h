@@ -30,6 +30,20 @@
 // parameters in Create (kUnimplemented). SaveState copies CUDA state to the host; LoadState copies
 // host state onto the device.
 //
+// Note [Lazy sparse updates]: a parameter with a sparse gradient (Variable::sparse_grad(), Note
+// [Sparse gradients] in paddle/core/autograd/sparse_rows.h) is updated row-wise and lazily, as
+// torch.optim.SparseAdam does: Step() coalesces the gradient (duplicate ids summed), gathers the
+// touched rows of the value and of every state slot into contiguous buffers, runs the optimizer's
+// own Update() on them, and scatters them back. Rows not in the gradient keep their value and
+// their state (momentum, moments, Adagrad sums) untouched: no momentum drift and no moment decay
+// while a row is unused, which is where lazy and dense updates differ. The touched rows get
+// exactly the dense rule, with the parameter's update count as the step (so Adam's bias
+// correction counts the parameter's steps, not the row's) and weight decay on those rows only.
+// A row that, once touched, is touched at every later step ends bit-identical to the dense
+// update; for Adagrad and momentum-free SGD without weight decay an untouched row does not move
+// under the dense rule either, so lazy = dense always. Optimizers whose rule looks at the whole
+// tensor (LARS, LAMB trust ratios) do not support it: Step() returns kUnimplemented.
+//
 // Checkpoint state (SaveState/LoadState) uses the keys
 //   "optim/step"                  ints:    number of Step() calls
 //   "optim/<param>/step"          ints:    number of updates of that parameter
@@ -45,6 +59,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "paddle/core/autograd/sparse_rows.h"
 #include "paddle/core/autograd/variable.h"
 #include "paddle/core/tensor.h"
 
@@ -65,7 +80,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter that has a gradient; see Note [Step is all or nothing].
+  // One update of every parameter that has a gradient (dense, or sparse: Note [Lazy sparse
+  // updates]); see Note [Step is all or nothing].
   absl::Status Step();
   // Zeroes every parameter's gradient in place.
   void ZeroGrad();
@@ -112,6 +128,9 @@ class Optimizer {
   // (value, gradient and slots on one CUDA device).
   virtual bool SupportsCuda() const { return false; }
   virtual absl::Status UpdateCuda(const ParamUpdate& p);
+  // Note [Lazy sparse updates]: whether Update() is a per-element rule that may run on gathered
+  // rows.
+  virtual bool SupportsSparse() const { return false; }
 
  private:
   struct ParamState {
@@ -121,6 +140,15 @@ class Optimizer {
     Device device;  // where the value was at Create, where the state lives
     std::vector<Tensor> slots;
   };
+  // A sparse update in preparation: the coalesced gradient and the gathered rows.
+  struct RowUpdate {
+    ParamState* param;
+    autograd::SparseRows grad;
+    Tensor value_rows;
+    std::vector<Tensor> slot_rows;
+  };
+  absl::StatusOr<RowUpdate> PrepareRows(ParamState& p);
+  void ScatterRows(const RowUpdate& r);
 
   std::vector<ParamState> params_;
   std::vector<std::string> slot_names_;

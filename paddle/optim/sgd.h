@@ -37,6 +37,7 @@ class Sgd final : public Optimizer {
  private:
   Sgd(std::vector<autograd::Variable> params, SgdOptions options);
   void Update(const ParamUpdate& p) override;
+  bool SupportsSparse() const override { return true; }  // Note [Lazy sparse updates]
   // ops::cuda::SgdUpdate: the same math in one fused kernel over fp32 CUDA tensors.
   bool SupportsCuda() const override { return true; }
   absl::Status UpdateCuda(const ParamUpdate& p) override;

@@ -23,7 +23,11 @@ std::vector<std::string> DescribeModel(const nn::Module& module) {
     lines.push_back(absl::StrCat(kind, " ", name, " ", DTypeName(t.dtype()), " [",
                                  absl::StrJoin(t.shape(), ", "), "]"));
   };
-  for (const auto& [name, var] : module.NamedParameters()) add("parameter", name, var.data());
+  // A sparse parameter is exchanged outside the buckets (Note [Sparse parameters]): ranks must
+  // agree on which ones are, or their collectives would not line up.
+  for (const auto& [name, var] : module.NamedParameters()) {
+    add(var.sparse() ? "sparse parameter" : "parameter", name, var.data());
+  }
   for (const auto& [name, var] : module.NamedBuffers()) add("buffer", name, var.data());
   return lines;
 }

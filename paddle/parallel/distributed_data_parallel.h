@@ -14,6 +14,11 @@
 // ranks allgather the descriptions themselves and every rank fails with the first differences
 // (entry, name, and what each rank has), instead of reducing mismatched buckets.
 //
+// Sparse parameters (nn::Embedding with sparse = true) are averaged outside the buckets, by
+// allgather of the touched rows or a dense allreduce when that is cheaper (Note [Sparse
+// parameters] in paddle/collective/reducer/reducer.h); after Backward() their sparse_grad() holds
+// the average. They must be on the CPU.
+//
 // Note [DDP devices]: the module may live on the CPU or on one CUDA device (Module::To before
 // Create). With CUDA parameters the broadcast runs on them directly and the model-agreement
 // collectives copy their small host tensors to that device first, so a CUDA-only communicator

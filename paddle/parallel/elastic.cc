@@ -132,7 +132,10 @@ absl::Status ElasticGroup::MarkDone() {
 void ElasticGroup::Leave(const absl::Status& cause) {
   if (comm_ == nullptr) return;
   if (!cause.ok()) comm_->Abort(cause);
-  comm_.reset();  // joins its threads and closes its connections
+  // Joins its threads and closes its connections, unless a holder of shared_comm() still has
+  // it: then that holder's last reference does (no abort here, which would fail the peers of a
+  // planned change).
+  comm_.reset();
 }
 
 absl::StatusOr<Membership> ElasticGroup::Join(int64_t commit_step, int expected) {

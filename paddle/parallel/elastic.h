@@ -91,6 +91,11 @@ class ElasticGroup {
   absl::Status MarkDone();
 
   Communicator* comm() const { return comm_.get(); }
+  // The same communicator, shared: a holder (the Python binding's process group) keeps it alive
+  // past Leave() (aborted if Leave had a cause), so a stale reference fails with the transport's
+  // error instead of pointing at freed memory. Null between generations.
+  std::shared_ptr<Communicator> shared_comm() const { return comm_; }
+  const std::shared_ptr<Store>& store() const { return options_.store; }
   int rank() const { return membership_.rank; }
   int size() const { return membership_.size; }
   int64_t generation() const { return membership_.generation; }
@@ -108,7 +113,7 @@ class ElasticGroup {
   void DeleteOldKeys(int64_t g);
 
   ElasticOptions options_;
-  std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> comm_;
   Membership membership_;
   bool joined_once_ = false;
   int64_t changes_ = 0;

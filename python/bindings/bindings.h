@@ -13,6 +13,7 @@ void BindNn(pybind11::module_& m);           // nn.cc
 void BindOptim(pybind11::module_& m);        // optim.cc
 void BindData(pybind11::module_& m);         // data.cc (data sets, loaders, save/load)
 void BindDistributed(pybind11::module_& m);  // distributed.cc
+void BindParallel(pybind11::module_& m);     // parallel.cc (after BindDistributed)
 
 }  // namespace paddle::python
 

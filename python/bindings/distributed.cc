@@ -29,62 +29,12 @@
 #include "paddle/parallel/metrics.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/common.h"
+#include "python/bindings/process_group.h"
 
 namespace paddle::python {
 namespace {
 
 using autograd::Variable;
-
-// A `timeout` argument in seconds; None is zero, "the group's default". NaN, infinity and values
-// past absl::Duration's range are errors: absl::Seconds would make each an infinite wait.
-absl::Duration Seconds(const std::optional<double>& s) {
-  if (!s) return absl::ZeroDuration();
-  const bool valid = std::isfinite(*s) && *s > 0 && absl::Seconds(*s) != absl::InfiniteDuration();
-  if (!valid) {
-    throw py::value_error(
-        absl::StrCat("timeout must be a positive, finite number of seconds, got ", *s));
-  }
-  // A positive timeout below the clock's resolution must not become zero, the default.
-  return std::max(absl::Seconds(*s), absl::Nanoseconds(1));
-}
-
-// One group of ranks. The root group owns the rendezvous (store and, on rank 0, its server);
-// groups made by split share it, so the store outlives every communicator that uses it.
-class ProcessGroup {
- public:
-  ProcessGroup(std::shared_ptr<RendezvousResult> rendezvous, std::unique_ptr<Communicator> comm)
-      : rendezvous_(std::move(rendezvous)), comm_(std::move(comm)) {}
-  // The rendezvous' destructor may wait for peers to close their store connections (Note [Store
-  // teardown] in rendezvous.h): another reason to drop it without the GIL.
-  ~ProcessGroup() {
-    Close();
-    if (PyGILState_Check()) {
-      py::gil_scoped_release release;
-      rendezvous_.reset();
-    }
-  }
-
-  Communicator& comm() const {
-    if (!comm_) throw py::value_error("the process group was destroyed");
-    return *comm_;
-  }
-  const std::shared_ptr<RendezvousResult>& rendezvous() const { return rendezvous_; }
-  // Destroys the communicator (joining its threads) without the GIL; see the file comment.
-  void Close() {
-    if (!comm_) return;
-    std::unique_ptr<Communicator> comm = std::move(comm_);
-    if (PyGILState_Check()) {
-      py::gil_scoped_release release;
-      comm.reset();
-    } else {
-      comm.reset();
-    }
-  }
-
- private:
-  std::shared_ptr<RendezvousResult> rendezvous_;
-  std::unique_ptr<Communicator> comm_;
-};
 
 // A pending operation and the tensors it reads or writes, kept alive until it completes.
 class WorkHandle {
@@ -282,33 +232,6 @@ void BindGroup(py::module_& d) {
       .def("close", &Group::Close, "Destroys the communicator (joins its threads).");
 }
 
-// DistributedDataParallel over one group; keeps the group (and so the communicator) alive.
-class Ddp {
- public:
-  Ddp(std::shared_ptr<ProcessGroup> group, std::shared_ptr<nn::Module> module,
-      const DdpOptions& options)
-      : group_(std::move(group)) {
-    absl::StatusOr<std::unique_ptr<DistributedDataParallel>> made;
-    {
-      py::gil_scoped_release release;
-      made = DistributedDataParallel::Create(std::move(module), &group_->comm(), options);
-    }
-    ddp_ = Unwrap(std::move(made));
-  }
-  ~Ddp() {
-    py::gil_scoped_release release;
-    ddp_.reset();
-  }
-  Ddp(const Ddp&) = delete;
-  Ddp& operator=(const Ddp&) = delete;
-
-  DistributedDataParallel& ddp() { return *ddp_; }
-
- private:
-  std::shared_ptr<ProcessGroup> group_;
-  std::unique_ptr<DistributedDataParallel> ddp_;
-};
-
 void BindDdp(py::module_& d) {
   py::class_<Ddp>(d, "DistributedDataParallel")
       .def(py::init([](std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
@@ -329,7 +252,7 @@ void BindDdp(py::module_& d) {
              o.compression = compression;
              o.find_unused_parameters = find_unused;
              o.timeout = Seconds(timeout_s);
-             o.store = group->rendezvous()->store;
+             if (group->rendezvous()) o.store = group->rendezvous()->store;
              return std::make_unique<Ddp>(std::move(group), std::move(module), o);
            }),
            py::arg("module"), py::arg("group"), py::arg("bucket_cap_mb") = 25.0,

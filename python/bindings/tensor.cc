@@ -138,7 +138,7 @@ class PyCallable {
 // `backward(grad_output)` returns: a sequence with one entry per input, each a Tensor, a numpy
 // array or None (no gradient).
 Variable RecordPythonFunction(const Variable& output, const std::vector<Variable>& inputs,
-                              py::function backward) {
+                              py::function backward, const std::string& name) {
   std::vector<Edge> edges;
   std::vector<Shape> shapes;
   for (const Variable& v : inputs) {
@@ -147,7 +147,7 @@ Variable RecordPythonFunction(const Variable& output, const std::vector<Variable
   }
   auto fn = std::make_shared<PyCallable>(std::move(backward));
   return autograd::RecordOperation(
-      Defined(output).data(), "python_function", std::move(edges),
+      Defined(output).data(), name.c_str(), std::move(edges),
       [fn, shapes](const Tensor& g) -> Grads {
         py::gil_scoped_acquire gil;
         try {
@@ -291,17 +291,18 @@ that takes part in automatic differentiation. Views numpy memory without copies
       .def("zero_grad", [](Variable& v) { v.ZeroGrad(); })
       .def(
           "backward",
-          [](const Variable& v, const std::optional<Variable>& grad) {
+          [](const Variable& v, const std::optional<Variable>& grad, bool retain_graph) {
             Tensor g = grad ? grad->data() : Tensor();
             absl::Status st;
             {
               py::gil_scoped_release release;
-              st = autograd::RunBackward(Defined(v), g);
+              st = autograd::RunBackward(Defined(v), g, retain_graph);
             }
             Check(st);
           },
-          py::arg("gradient") = py::none(),
-          "Runs the backward pass from this tensor; leaves accumulate into .grad.")
+          py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
+          "Runs the backward pass from this tensor; leaves accumulate into .grad. Frees the graph "
+          "unless retain_graph (Note [Freed graphs] in paddle/core/autograd/node.h).")
       .def(
           "detach", [](const Variable& v) { return Variable(Defined(v).data()); },
           "The same memory, cut from the graph.")
@@ -348,7 +349,8 @@ that takes part in automatic differentiation. Views numpy memory without copies
 
   m.def("matmul", &Matmul, py::arg("a"), py::arg("b"));
   m.def("_record_function", &RecordPythonFunction, py::arg("output"), py::arg("inputs"),
-        py::arg("backward"), "Note [Python functions in the graph] (python/bindings/tensor.cc)");
+        py::arg("backward"), py::arg("name") = "python_function",
+        "Note [Python functions in the graph] (python/bindings/tensor.cc)");
   m.def(
       "full",
       [](const std::vector<int64_t>& shape, double value, const std::string& dtype,

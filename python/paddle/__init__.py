@@ -123,12 +123,12 @@ def no_grad():
         _C.set_grad_enabled(previous)
 
 
-def grad(output, inputs, grad_output=None):
+def grad(output, inputs, grad_output=None, retain_graph=False):
     """Gradients of `output` with respect to each leaf tensor in `inputs`, as new tensors.
 
     Leaves' .grad is left as it was: their current gradients are saved, cleared for this pass and
     restored afterwards. Unlike torch.autograd.grad, inputs must be leaves that require a
-    gradient (the C++ engine accumulates into leaves only).
+    gradient (the C++ engine accumulates into leaves only). Frees the graph unless retain_graph.
     """
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
@@ -138,7 +138,7 @@ def grad(output, inputs, grad_output=None):
     saved = [None if t.grad is None else t.grad.clone() for t in inputs]
     for t in inputs:
         t.zero_grad()
-    output.backward(grad_output)
+    output.backward(grad_output, retain_graph=retain_graph)
     result = []
     for t, old in zip(inputs, saved):
         g = t.grad

@@ -91,7 +91,7 @@ class Function:
                 out.append(g)
             return out
 
-        return _C._record_function(output, inputs, run_backward)
+        return _C._record_function(output, inputs, run_backward, name=name)
 
 
 # Note [Finalizers after backward]: a data-parallel wrapper that ran a forward pass waits for
@@ -114,11 +114,13 @@ def add_backward_finalizer(key, fn):
         pending.append((key, fn))
 
 
-def backward(tensor, gradient=None):
-    """Runs the backward pass from `tensor`, then the waiting finalizers."""
+def backward(tensor, gradient=None, retain_graph=False):
+    """Runs the backward pass from `tensor`, then the waiting finalizers. The pass frees the
+    graph's saved tensors unless retain_graph; a second pass through a freed graph raises
+    RuntimeError naming the operation (Note [Freed graphs] in paddle/core/autograd/node.h)."""
     pending = _pending()
     try:
-        _C_backward(tensor, gradient)
+        _C_backward(tensor, gradient, retain_graph)
     except BaseException:
         pending.clear()
         raise
@@ -128,9 +130,10 @@ def backward(tensor, gradient=None):
         fn()
 
 
-def _tensor_backward(self, gradient=None):
-    """Runs the backward pass from this tensor; leaves accumulate into .grad."""
-    backward(self, gradient)
+def _tensor_backward(self, gradient=None, retain_graph=False):
+    """Runs the backward pass from this tensor; leaves accumulate into .grad. Frees the graph
+    unless retain_graph (backward through it again then raises RuntimeError)."""
+    backward(self, gradient, retain_graph)
 
 
 Tensor.backward = _tensor_backward

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <Python.h>
 
+#include <algorithm>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -135,6 +136,55 @@ void Unflatten(const at::Tensor& buffer, std::vector<at::Tensor>& tensors) {
   }
 }
 
+// Note [Bitwise reductions]: our reduction kernels have no bitwise ops, so BAND, BOR and BXOR
+// (integer and bool tensors, as in gloo) gather every rank's buffer (Allgather) and fold the
+// rows locally with torch's bitwise kernels when the gather completes. That moves world x the
+// bytes of an allreduce: fine for the flags and masks these ops are used for, not for bulk data.
+bool IsBitwise(const c10d::ReduceOp& op) {
+  const auto type = static_cast<c10d::ReduceOp::RedOpType>(op);
+  return type == c10d::ReduceOp::BAND || type == c10d::ReduceOp::BOR ||
+         type == c10d::ReduceOp::BXOR;
+}
+
+const char* BitwiseName(const c10d::ReduceOp& op) {
+  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    default:
+      return "BXOR";
+  }
+}
+
+// Throws unless `t` can take a bitwise reduction (integral or bool, as gloo requires).
+void CheckBitwise(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& where) {
+  if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+    Fail(absl::StrCat(where, "cannot use ReduceOp.", BitwiseName(op), " with non-integral dtype ",
+                      c10::toString(t.scalar_type()),
+                      " (bitwise reductions take integer and bool tensors)"));
+  }
+}
+
+// The element-wise `op` of the rows of `rows` ([world, n]), as a flat tensor of n elements.
+at::Tensor FoldBitwise(const at::Tensor& rows, const c10d::ReduceOp& op) {
+  at::Tensor acc = rows[0].clone();
+  for (int64_t r = 1; r < rows.size(0); ++r) {
+    switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+      case c10d::ReduceOp::BAND:
+        acc.bitwise_and_(rows[r]);
+        break;
+      case c10d::ReduceOp::BOR:
+        acc.bitwise_or_(rows[r]);
+        break;
+      default:
+        acc.bitwise_xor_(rows[r]);
+        break;
+    }
+  }
+  return acc;
+}
+
 ReduceOp ToReduceOp(const c10d::ReduceOp& op, const std::string& where) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
     case c10d::ReduceOp::SUM:
@@ -149,8 +199,8 @@ ReduceOp ToReduceOp(const c10d::ReduceOp& op, const std::string& where) {
       return ReduceOp::kMax;
     default:
       Fail(absl::StrCat(where, "ReduceOp ", static_cast<int>(op.op_),
-                        " (BAND, BOR, BXOR or PREMUL_SUM) is not supported by backend 'paddle' "
-                        "(supported: SUM, AVG, PRODUCT, MIN, MAX)"));
+                        " (PREMUL_SUM) is not supported by backend 'paddle' (supported: SUM, AVG, "
+                        "PRODUCT, MIN, MAX, and BAND, BOR, BXOR on integer and bool tensors)"));
   }
 }
 
@@ -221,6 +271,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::Launch(
   return work;
 }
 
+std::shared_ptr<paddle::Work> ProcessGroupPaddle::GatherRows(const at::Tensor& buf,
+                                                             const c10d::ReduceOp& op,
+                                                             std::chrono::milliseconds timeout,
+                                                             const std::string& where,
+                                                             at::Tensor* rows) {
+  CheckBitwise(op, buf, where);
+  *rows = at::empty({size_, buf.numel()}, buf.options());
+  return comm_->Allgather(View(buf, where), View(*rows, where), Call(timeout));
+}
+
 void ProcessGroupPaddle::CompletionLoop() {
   for (;;) {
     Pending p;
@@ -266,6 +326,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::allreduce(std::vector<at::Ten
   const std::string where = Where(rank_, size_, "allreduce");
   CheckOne(tensors.size(), where);
   at::Tensor buf = Contig(tensors[0], where);
+  if (IsBitwise(opts.reduceOp)) {
+    at::Tensor rows;
+    auto w = GatherRows(buf, opts.reduceOp, opts.timeout, where, &rows);
+    return Launch(c10d::OpType::ALLREDUCE, {w}, tensors,
+                  [user = tensors[0], rows, op = opts.reduceOp]() mutable {
+                    user.copy_(FoldBitwise(rows, op).view(user.sizes()));
+                  });
+  }
   auto w = comm_->Allreduce(View(buf, where), ToReduceOp(opts.reduceOp, where), Call(opts.timeout));
   return Launch(c10d::OpType::ALLREDUCE, {w}, tensors, CopyBack(tensors[0], buf));
 }
@@ -275,6 +343,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::allreduce_coalesced(
   const std::string where = Where(rank_, size_, "allreduce_coalesced");
   if (tensors.empty()) Fail(where + "expects at least one tensor");
   at::Tensor buf = Flatten(tensors, where);
+  if (IsBitwise(opts.reduceOp)) {
+    at::Tensor rows;
+    auto w = GatherRows(buf, opts.reduceOp, opts.timeout, where, &rows);
+    return Launch(c10d::OpType::ALLREDUCE_COALESCED, {w}, tensors,
+                  [tensors, rows, op = opts.reduceOp]() mutable {
+                    Unflatten(FoldBitwise(rows, op), tensors);
+                  });
+  }
   auto w = comm_->Allreduce(View(buf, where), ToReduceOp(opts.reduceOp, where), Call(opts.timeout));
   return Launch(c10d::OpType::ALLREDUCE_COALESCED, {w}, tensors,
                 [tensors, buf]() mutable { Unflatten(buf, tensors); });
@@ -286,6 +362,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::reduce(std::vector<at::Tensor
   CheckOne(tensors.size(), where);
   if (opts.rootTensor != 0) Fail(where + "rootTensor must be 0");
   at::Tensor buf = Contig(tensors[0], where);
+  if (IsBitwise(opts.reduceOp)) {
+    at::Tensor rows;
+    auto w = GatherRows(buf, opts.reduceOp, opts.timeout, where, &rows);
+    std::function<void()> finish;
+    if (rank_ == opts.rootRank) {
+      finish = [user = tensors[0], rows, op = opts.reduceOp]() mutable {
+        user.copy_(FoldBitwise(rows, op).view(user.sizes()));
+      };
+    }
+    return Launch(c10d::OpType::REDUCE, {w}, tensors, std::move(finish));
+  }
   auto w = comm_->Reduce(View(buf, where), static_cast<int>(opts.rootRank),
                          ToReduceOp(opts.reduceOp, where), Call(opts.timeout));
   return Launch(c10d::OpType::REDUCE, {w}, tensors, CopyBack(tensors[0], buf));
@@ -331,32 +418,188 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::reduce_scatter(
   const std::string where = Where(rank_, size_, "reduce_scatter");
   CheckOne(outputs.size(), where);
   CheckOne(inputs.size(), where);
-  if (static_cast<int>(inputs[0].size()) != size_) {
-    Fail(absl::StrCat(where, "expects ", size_, " input tensors (one per rank), got ",
-                      inputs[0].size()));
+  std::vector<at::Tensor>& in = inputs[0];
+  if (static_cast<int>(in.size()) != size_) {
+    Fail(absl::StrCat(where, "expects ", size_, " input tensors (one per rank), got ", in.size()));
   }
-  for (size_t i = 0; i < inputs[0].size(); ++i) {
-    if (inputs[0][i].numel() != outputs[0].numel()) {
-      Fail(absl::StrCat(where, "input ", i, " has ", inputs[0][i].numel(),
-                        " elements but the output has ", outputs[0].numel(),
-                        "; uneven reduce_scatter is not supported"));
+  if (in[rank_].numel() != outputs[0].numel()) {
+    Fail(absl::StrCat(where, "input ", rank_, " (this rank's block) has ", in[rank_].numel(),
+                      " elements but the output has ", outputs[0].numel()));
+  }
+  int64_t block = 0;
+  bool even = true;
+  for (const at::Tensor& t : in) {
+    even = even && t.numel() == in[0].numel();
+    block = std::max(block, t.numel());
+  }
+  // Note [Uneven reduce_scatter]: blocks of different sizes are padded to the largest one and go
+  // through one ReduceScatter; the padding is reduced like the data and then dropped, so every
+  // op works. Every rank must pass the same list of sizes (as for gloo's reduce_scatter).
+  at::Tensor flat = Flatten(in, where);
+  if (!even) {
+    at::Tensor padded = at::zeros({size_ * block}, flat.options());
+    int64_t offset = 0;
+    for (int i = 0; i < size_; ++i) {
+      padded.narrow(0, i * block, in[i].numel()).copy_(flat.narrow(0, offset, in[i].numel()));
+      offset += in[i].numel();
     }
+    flat = padded;
   }
-  const at::Tensor in = Flatten(inputs[0], where);
-  at::Tensor buf = Contig(outputs[0], where);
-  auto w = comm_->ReduceScatter(View(in, where), View(buf, where), ToReduceOp(opts.reduceOp, where),
-                                Call(opts.timeout));
-  return Launch(c10d::OpType::REDUCE_SCATTER, {w}, outputs, CopyBack(outputs[0], buf));
+  return ReduceScatterFlat(c10d::OpType::REDUCE_SCATTER, flat, outputs[0], block, opts, where);
+}
+
+// `flat` holds size_ blocks of `block` elements; block rank_'s reduction lands in `output`
+// (output.numel() <= block: the rest of the block is padding).
+c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::ReduceScatterFlat(
+    c10d::OpType type, const at::Tensor& flat, at::Tensor& output, int64_t block,
+    const c10d::ReduceScatterOptions& opts, const std::string& where) {
+  CheckCpu(output, where);
+  if (output.scalar_type() != flat.scalar_type()) {
+    Fail(absl::StrCat(where, "output has dtype ", c10::toString(output.scalar_type()),
+                      " but the input has ", c10::toString(flat.scalar_type())));
+  }
+  if (IsBitwise(opts.reduceOp)) {
+    at::Tensor rows;
+    auto w = GatherRows(flat, opts.reduceOp, opts.timeout, where, &rows);
+    return Launch(
+        type, {w}, {output},
+        [user = output, rows, op = opts.reduceOp, offset = rank_ * block]() mutable {
+          user.copy_(FoldBitwise(rows, op).narrow(0, offset, user.numel()).view(user.sizes()));
+        });
+  }
+  at::Tensor buf =
+      block == output.numel() ? Contig(output, where) : at::empty({block}, flat.options());
+  auto w = comm_->ReduceScatter(View(flat, where), View(buf, where),
+                                ToReduceOp(opts.reduceOp, where), Call(opts.timeout));
+  std::function<void()> finish;
+  if (!output.is_same(buf)) {
+    finish = [user = output, buf]() mutable {
+      user.copy_(buf.reshape({-1}).narrow(0, 0, user.numel()).view(user.sizes()));
+    };
+  }
+  return Launch(type, {w}, {output}, std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const std::string where = Where(rank_, size_, "_reduce_scatter_base");
   const at::Tensor in = Contig(input, where);
-  at::Tensor buf = Contig(output, where);
-  auto w = comm_->ReduceScatter(View(in, where), View(buf, where), ToReduceOp(opts.reduceOp, where),
-                                Call(opts.timeout));
-  return Launch(c10d::OpType::_REDUCE_SCATTER_BASE, {w}, {output}, CopyBack(output, buf));
+  CheckCpu(output, where);
+  if (in.numel() != size_ * output.numel()) {
+    Fail(absl::StrCat(where, "input has ", in.numel(), " elements, expected ", size_, " x ",
+                      output.numel(), " (world size x output)"));
+  }
+  return ReduceScatterFlat(c10d::OpType::_REDUCE_SCATTER_BASE, in.reshape({-1}), output,
+                           output.numel(), opts, where);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const std::string where = Where(rank_, size_, "allgather_coalesced");
+  if (inputs.empty()) Fail(where + "expects at least one input tensor");
+  if (static_cast<int>(outputs.size()) != size_) {
+    Fail(absl::StrCat(where, "expects ", size_, " output lists (one per rank), got ",
+                      outputs.size()));
+  }
+  // Every rank passes the same shapes (as gloo requires): rank r's list mirrors the inputs.
+  for (int r = 0; r < size_; ++r) {
+    if (outputs[r].size() != inputs.size()) {
+      Fail(absl::StrCat(where, "output list ", r, " has ", outputs[r].size(),
+                        " tensors but there are ", inputs.size(), " inputs"));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CheckCpu(outputs[r][i], where);
+      if (outputs[r][i].numel() != inputs[i].numel() ||
+          outputs[r][i].scalar_type() != inputs[i].scalar_type()) {
+        Fail(absl::StrCat(where, "output ", r, "/", i, " is ",
+                          c10::toString(outputs[r][i].scalar_type()), " x ", outputs[r][i].numel(),
+                          " but input ", i, " is ", c10::toString(inputs[i].scalar_type()), " x ",
+                          inputs[i].numel()));
+      }
+    }
+  }
+  const at::Tensor in = Flatten(inputs, where);
+  at::Tensor buf = at::empty({size_ * in.numel()}, in.options());
+  auto w = comm_->Allgather(View(in, where), View(buf, where), Call(opts.timeout));
+  std::vector<at::Tensor> all;
+  for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
+  return Launch(c10d::OpType::ALLGATHER_COALESCED, {w}, all,
+                [all, buf]() mutable { Unflatten(buf, all); });
+}
+
+// Note [Gather and scatter as Alltoallv]: the communicator has no Gather or Scatter, and
+// point-to-point messages would share tags with the user's send/recv. An Alltoallv in which only
+// the root's row (gather) or column (scatter) of counts is non-zero moves exactly the bytes of a
+// gather or scatter, keeps call order with the other collectives, and gets the same debug checks.
+c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const std::string where = Where(rank_, size_, "gather");
+  CheckOne(inputs.size(), where);
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor in = Contig(inputs[0], where);
+  const int64_t n = in.numel();
+  std::vector<int64_t> send(size_, 0), recv(size_, 0);
+  send[root] = n;
+  at::Tensor buf = at::empty({0}, in.options());
+  std::vector<at::Tensor> out;
+  if (rank_ == root) {
+    CheckOne(outputs.size(), where);
+    out = outputs[0];
+    if (static_cast<int>(out.size()) != size_) {
+      Fail(absl::StrCat(where, "the root expects ", size_, " output tensors, got ", out.size()));
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      CheckCpu(out[i], where);
+      if (out[i].numel() != n || out[i].scalar_type() != in.scalar_type()) {
+        Fail(absl::StrCat(where, "output ", i, " is ", c10::toString(out[i].scalar_type()), " x ",
+                          out[i].numel(), " but the input is ", c10::toString(in.scalar_type()),
+                          " x ", n));
+      }
+    }
+    std::fill(recv.begin(), recv.end(), n);
+    buf = at::empty({size_ * n}, in.options());
+  } else if (!outputs.empty()) {
+    Fail(absl::StrCat(where, "only the root (rank ", root, ") passes output tensors"));
+  }
+  auto w = comm_->Alltoallv(View(in, where), View(buf, where), send, recv, Call(opts.timeout));
+  std::function<void()> finish;
+  if (rank_ == root) finish = [out, buf]() mutable { Unflatten(buf, out); };
+  return Launch(c10d::OpType::GATHER, {w}, out, std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const std::string where = Where(rank_, size_, "scatter");
+  CheckOne(outputs.size(), where);
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor buf = Contig(outputs[0], where);
+  const int64_t n = buf.numel();
+  std::vector<int64_t> send(size_, 0), recv(size_, 0);
+  recv[root] = n;
+  at::Tensor in = at::empty({0}, buf.options());
+  if (rank_ == root) {
+    CheckOne(inputs.size(), where);
+    if (static_cast<int>(inputs[0].size()) != size_) {
+      Fail(absl::StrCat(where, "the root expects ", size_, " input tensors, got ",
+                        inputs[0].size()));
+    }
+    for (size_t i = 0; i < inputs[0].size(); ++i) {
+      if (inputs[0][i].numel() != n || inputs[0][i].scalar_type() != buf.scalar_type()) {
+        Fail(absl::StrCat(where, "input ", i, " is ", c10::toString(inputs[0][i].scalar_type()),
+                          " x ", inputs[0][i].numel(), " but the output is ",
+                          c10::toString(buf.scalar_type()), " x ", n));
+      }
+    }
+    std::fill(send.begin(), send.end(), n);
+    in = Flatten(inputs[0], where);
+  } else if (!inputs.empty()) {
+    Fail(absl::StrCat(where, "only the root (rank ", root, ") passes input tensors"));
+  }
+  auto w = comm_->Alltoallv(View(in, where), View(buf, where), send, recv, Call(opts.timeout));
+  return Launch(c10d::OpType::SCATTER, {w}, outputs, CopyBack(outputs[0], buf));
 }
 
 namespace {
@@ -460,6 +703,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::recv(std::vector<at::Tensor>&
   at::Tensor buf = Contig(tensors[0], where);
   auto w = comm_->Recv(View(buf, where), src, static_cast<uint32_t>(tag));
   return Launch(c10d::OpType::RECV, {w}, tensors, CopyBack(tensors[0], buf));
+}
+
+// Note [No receive from any source]: our transports match a receive on (peer, tag) and have no
+// probe, and a send does not know its receiver will not name it. Receiving from "any" peer would
+// mean posting a receive on every peer: all but one would stay pending and take the next message
+// each of those peers sends with that tag, even one meant for a later recv naming it, and they
+// could not be cancelled without poisoning the group. So it is refused at once, not left to hang.
+c10::intrusive_ptr<c10d::Work> ProcessGroupPaddle::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int tag) {
+  Fail(absl::StrCat(Where(rank_, size_, "recv"),
+                    "a receive from any source (src=None) is not supported by backend 'paddle': "
+                    "messages are matched on (source rank, tag) and cannot be probed; pass src= "
+                    "(for example after sending the source rank in a small tensor first)"));
 }
 
 }  // namespace paddle::torch_ext

@@ -6,8 +6,12 @@
 //
 //   allreduce, broadcast, reduce, barrier, send, recv      direct, in place
 //   _allgather_base, _reduce_scatter_base, alltoall_base   direct (uneven splits: Alltoallv)
-//   allreduce_coalesced, allgather, reduce_scatter,
-//   alltoall (tensor lists)                                through one flat staging tensor
+//   allreduce_coalesced, allgather, allgather_coalesced,
+//   reduce_scatter (uneven: padded blocks), alltoall      through one flat staging tensor
+//   gather, scatter                                        Alltoallv with the root's counts only
+//   BAND, BOR, BXOR                                        Allgather, then a local fold
+//   recv from any source                                   refused (Note [No receive from any
+//                                                          source])
 //
 // Note [Torch tensor lifetime]: a contiguous CPU tensor is handed to the communicator without a
 // copy, as a paddle::Tensor view whose release callback holds a reference to the at::Tensor, so
@@ -71,6 +75,15 @@ class ProcessGroupPaddle : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -88,6 +101,8 @@ class ProcessGroupPaddle : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  // Always throws (Note [No receive from any source]).
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
   // One queued operation (Note [Torch work completion]).
@@ -103,6 +118,16 @@ class ProcessGroupPaddle : public c10d::ProcessGroup {
                                         std::vector<at::Tensor> outputs,
                                         std::function<void()> finish = {});
   void CompletionLoop();
+  // Note [Bitwise reductions]: Allgathers contiguous `buf` into `rows` ([size, numel]); throws
+  // unless `buf` is integral or bool.
+  std::shared_ptr<paddle::Work> GatherRows(const at::Tensor& buf, const c10d::ReduceOp& op,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& where, at::Tensor* rows);
+  // Reduce-scatters `flat` (size_ blocks of `block` elements) into `output` (<= block elements).
+  c10::intrusive_ptr<c10d::Work> ReduceScatterFlat(c10d::OpType type, const at::Tensor& flat,
+                                                   at::Tensor& output, int64_t block,
+                                                   const c10d::ReduceScatterOptions& opts,
+                                                   const std::string& where);
 
   std::shared_ptr<Store> store_;  // outlives comm_, which may use it until destroyed
   std::unique_ptr<Communicator> comm_;

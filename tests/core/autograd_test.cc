@@ -2,6 +2,7 @@
 // backward passes, the order and count of gradient-ready hooks, no-grad scopes, gradients as
 // views, and errors.
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,44 @@ TEST(AutogradTest, GradientsAccumulateUntilZeroed) {
   ASSERT_TRUE(Sum(Mul(w, c)).Backward().ok());
   EXPECT_THAT(Values(w.grad()), ::testing::ElementsAre(3, 4));
   EXPECT_EQ(w.grad().data(), memory);  // zeroed and refilled in place
+}
+
+// Note [Freed graphs]: the first pass frees what nodes saved; a second one names the node.
+TEST(AutogradTest, SecondBackwardThroughAFreedGraphFailsNamingTheNode) {
+  Variable w(Vec({1, 2}), true, "w");
+  Variable c(Vec({3, 4}));
+  Variable loss = Sum(Mul(w, c));
+  ASSERT_TRUE(loss.Backward().ok());
+  absl::Status again = loss.Backward();
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+  EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("backward of sum"));
+  EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("retain_graph"));
+  EXPECT_THAT(Values(w.grad()), ::testing::ElementsAre(3, 4));  // not accumulated twice
+}
+
+TEST(AutogradTest, RetainGraphKeepsTheGraphForAnotherPass) {
+  Variable w(Vec({1, 2}), true, "w");
+  Variable loss = Sum(Mul(w, Variable(Vec({3, 4}))));
+  ASSERT_TRUE(loss.Backward(/*retain_graph=*/true).ok());
+  ASSERT_TRUE(loss.Backward(/*retain_graph=*/true).ok());
+  ASSERT_TRUE(loss.Backward().ok());  // the last one frees
+  EXPECT_THAT(Values(w.grad()), ::testing::ElementsAre(9, 12));
+  EXPECT_EQ(loss.Backward().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(AutogradTest, BackwardReleasesSavedStateAsItGoes) {
+  Variable w(Vec({1}), true, "w");
+  auto saved = std::make_shared<int>(7);  // stands for a tensor a node saved
+  std::weak_ptr<int> watch = saved;
+  Variable y = Record(Vec({2}), "keeps_state", {w.GradientEdge()},
+                      [saved](const Tensor&) -> absl::StatusOr<std::vector<Tensor>> {
+                        return std::vector<Tensor>{Vec({static_cast<float>(*saved)})};
+                      });
+  saved.reset();
+  ASSERT_FALSE(watch.expired());  // the graph holds it while y lives
+  ASSERT_TRUE(Sum(y).Backward().ok());
+  EXPECT_TRUE(watch.expired());  // freed by the pass, though y still holds the node
+  EXPECT_THAT(Values(w.grad()), ::testing::ElementsAre(7));
 }
 
 TEST(AutogradTest, HooksFireOncePerBackwardInReverseForwardOrder) {

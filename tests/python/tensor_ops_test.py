@@ -247,3 +247,37 @@ def test_bad_shapes_name_both():
     with pytest.raises(RuntimeError, match="CPU in this build"):
         t64(A).to("cuda")
     assert t64(A).to("cpu").shape == (3, 4)
+
+
+def test_second_backward_through_a_freed_graph_raises_naming_the_op():
+    # Note [Freed graphs] (paddle/core/autograd/node.h): as PyTorch, the first backward frees
+    # what the graph saved; the second one is a RuntimeError naming the operation.
+    w = t64(A)
+    loss = (w * w).sum()
+    loss.backward()
+    first = w.grad.numpy().copy()
+    with pytest.raises(RuntimeError, match=r"backward of \w+ .*second time.*retain_graph=True"):
+        loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), first)  # not accumulated again
+    x = t64(A)
+    y = Cube.apply(x, 1.0)  # a Python Function's node is named after its class
+    y.backward(t64(np.ones_like(A), grad=False))
+    with pytest.raises(RuntimeError, match="backward of Cube .*second time"):
+        y.backward(t64(np.ones_like(A), grad=False))
+
+
+def test_retain_graph_allows_another_backward():
+    w = t64(A)
+    loss = (w * w.exp()).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()  # the last one frees
+    np.testing.assert_allclose(w.grad.numpy(), 2 * (np.exp(A) + A * np.exp(A)), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+    v = t64(A)
+    out = (v * v).sum()
+    g1 = paddle.grad(out, v, retain_graph=True)
+    g2 = paddle.grad(out, v)
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    with pytest.raises(RuntimeError, match="second time"):
+        paddle.grad(out, v)

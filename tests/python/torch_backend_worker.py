@@ -67,7 +67,8 @@ def check_ops(rank, world):
            "integer average")
     raises(lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)), "Short",
            "int16 dtype")
-    raises(lambda: dist.all_reduce(value(rank, n, torch.int32), op=R.BAND), "BAND", "BAND")
+    raises(lambda: dist.all_reduce(value(rank, n, torch.float32), op=R.BAND),
+           "BAND with non-integral dtype Float", "BAND on float32")
 
     # Non-contiguous in place: a transposed view is staged and copied back.
     base = value(rank, 12, torch.float32).reshape(3, 4)
@@ -159,6 +160,106 @@ def check_ops(rank, world):
         want = sum(value(r, n, torch.int64) for r in evens)
         expect(t, want, "sub-group all_reduce")
     dist.barrier()
+    check_more_ops(rank, world)
+
+
+def bits(rank, n, dtype):
+    """Distinct bit patterns per (rank, index); bool: True where (rank + index) % 3 != 0."""
+    if dtype == torch.bool:
+        return (torch.arange(n) + rank) % 3 != 0
+    return ((torch.arange(n) * 37 + rank * 91 + 5) % 127).to(dtype)
+
+
+def fold_bits(world, n, dtype, op):
+    acc = bits(0, n, dtype)
+    fn = {R.BAND: torch.bitwise_and, R.BOR: torch.bitwise_or, R.BXOR: torch.bitwise_xor}[op]
+    for r in range(1, world):
+        acc = fn(acc, bits(r, n, dtype))
+    return acc
+
+
+def check_more_ops(rank, world):
+    """gather, scatter, all_gather_coalesced, BAND/BOR/BXOR, uneven reduce_scatter and recv from
+    any source: exact expected values, and the same calls on a gloo group where gloo has them."""
+    n = 7
+    gloo = dist.new_group(backend="gloo")
+    for dtype in [torch.float32, torch.int64, torch.bfloat16]:
+        for root in (0, world - 1):
+            got = {}
+            for name, group in (("paddle", None), ("gloo", gloo)):
+                if dtype == torch.bfloat16 and name == "gloo":
+                    continue  # gloo 1.13 has no bfloat16 gather
+                outs = [torch.empty(n, dtype=dtype) for _ in range(world)] if rank == root else None
+                dist.gather(value(rank, n, dtype), outs, dst=root, group=group)
+                if rank == root:
+                    for r in range(world):
+                        expect(outs[r], value(r, n, dtype), f"{name} gather {dtype} from {r}")
+                    got[name] = outs
+                ins = [value(10 + j, n, dtype) for j in range(world)] if rank == root else None
+                # Ours takes a non-contiguous output (staged); gloo 1.13 writes such a one as
+                # if it were contiguous, so it gets a contiguous one.
+                out = torch.empty(2 * n, dtype=dtype)[::2] if group is None else torch.empty(
+                    n, dtype=dtype)
+                dist.scatter(out, ins, src=root, group=group)
+                expect(out, value(10 + rank, n, dtype), f"{name} scatter {dtype} root {root}")
+
+    # all_gather_coalesced: two tensors of different shapes and one dtype.
+    for name, group in (("paddle", None), ("gloo", gloo)):
+        ins = [value(rank, 4, torch.float64), value(rank, 6, torch.float64).reshape(2, 3)]
+        outs = [[torch.empty(4, dtype=torch.float64), torch.empty(2, 3, dtype=torch.float64)]
+                for _ in range(world)]
+        dist.all_gather_coalesced(outs, ins, group=group)
+        for r in range(world):
+            expect(outs[r][0], value(r, 4, torch.float64), f"{name} all_gather_coalesced {r}.0")
+            expect(outs[r][1], value(r, 6, torch.float64).reshape(2, 3),
+                   f"{name} all_gather_coalesced {r}.1")
+
+    # Bitwise reductions on every integer dtype and bool, against gloo on the same inputs.
+    for dtype in INTS + [torch.bool]:
+        for op in (R.BAND, R.BOR, R.BXOR):
+            want = fold_bits(world, n, dtype, op)
+            for name, group in (("paddle", None), ("gloo", gloo)):
+                if dtype == torch.bool and name == "gloo":
+                    continue  # gloo 1.13 has no bool reductions
+                t = bits(rank, n, dtype)
+                dist.all_reduce(t, op=op, group=group)
+                expect(t, want, f"{name} all_reduce {dtype} {op}")
+                t = bits(rank, n, dtype)
+                dist.reduce(t, dst=1, op=op, group=group)
+                if rank == 1:
+                    expect(t, want, f"{name} reduce {dtype} {op}")
+    ts = [bits(rank, 3, torch.int32), bits(rank + 1, 4, torch.int32).reshape(2, 2)]
+    dist.all_reduce_coalesced(ts, op=R.BXOR)
+    expect(ts[0], fold_bits(world, 3, torch.int32, R.BXOR), "coalesced BXOR 0")
+    want = bits(1, 4, torch.int32)
+    for r in range(1, world):
+        want = want ^ bits(r + 1, 4, torch.int32)
+    expect(ts[1].reshape(-1), want, "coalesced BXOR 1")
+    out = torch.empty(n, dtype=torch.int64)
+    dist.reduce_scatter(out, [bits(rank + j, n, torch.int64) for j in range(world)], op=R.BOR)
+    want = bits(rank, n, torch.int64)
+    for r in range(1, world):
+        want = want | bits(r + rank, n, torch.int64)
+    expect(out, want, "reduce_scatter BOR")
+    raises(lambda: dist.reduce(torch.ones(3, dtype=torch.float64), dst=0, op=R.BOR),
+           "BOR with non-integral dtype Double", "BOR on float64")
+
+    # Uneven reduce_scatter: block j has j + 2 elements (rank j's output); every op.
+    for op in (R.SUM, R.MAX, R.PRODUCT):
+        ins = [value(rank + j, j + 2, torch.int32) for j in range(world)]
+        out = torch.empty(rank + 2, dtype=torch.int32)
+        dist.reduce_scatter(out, ins, op=op)
+        stack = torch.stack([value(r + rank, rank + 2, torch.int64) for r in range(world)])
+        want = {R.SUM: stack.sum(0), R.MAX: stack.max(0).values, R.PRODUCT: stack.prod(0)}[op]
+        expect(out, want.to(torch.int32), f"uneven reduce_scatter {op}")
+    raises(lambda: dist.reduce_scatter(torch.empty(5), [torch.ones(4)] * world),
+           "this rank's block", "reduce_scatter output size")
+
+    # Receive from any source: refused at once, naming the way out; the group still works.
+    raises(lambda: dist.recv(torch.empty(2)), "pass src=", "recv from any source")
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    expect(t, torch.full((2,), float(world)), "after the refused recv")
 
 
 class Net(nn.Module):

@@ -26,6 +26,8 @@ LAUNCH = [sys.argv[1]] if not sys.argv[1].endswith(".py") else ["/usr/bin/python
 ARGS = dict(a[2:].split("=", 1) for a in sys.argv[2:] if a.startswith("--") and "=" in a)
 KILLS = int(ARGS.get("kills", "4"))
 BASELINE_KILLS = int(ARGS.get("baseline-kills", "2"))
+COMMIT_EVERY = 5
+disturbed_text = [""]  # the disturbed run's output, for its rollback lines
 # The whole test set: with 2000 samples, undisturbed runs at world sizes 4, 3 and 2 (whose only
 # difference is the order of float sums) already spread 0.5 points (0.8840 / 0.8855 / 0.8890);
 # with 10000 they spread 0.2 (0.8796 / 0.8810 / 0.8816).
@@ -71,7 +73,7 @@ def percentile(values, q):
 
 def elastic_args(extra=()):
     return ["--nproc=4", "--min-nproc=2", "--max-restarts=20", "//examples:fashion_mnist",
-            "--elastic", "--commit-every=5"] + TRAIN + list(extra)
+            "--elastic", f"--commit-every={COMMIT_EVERY}"] + TRAIN + list(extra)
 
 
 def run_reference():
@@ -139,6 +141,7 @@ def run_disturbed(rng):
     r = result(job)
     if rc != 0 or r is None:
         fail(f"disturbed run: exit {rc}, result {r}\n{job.text()[-3000:]}")
+    disturbed_text[0] = job.text()
     return recoveries, r
 
 
@@ -185,9 +188,16 @@ def main():
               f"{json.dumps(disturbed)}")
         if gap > 0.005:
             fail(f"accuracy gap {100 * gap:.2f} points > 0.5")
-        for key in ("membership_changes", "recovery_s_max", "world_size"):
+        for key in ("membership_changes", "recovery_s_max", "world_size",
+                    "steps_rolled_back_max"):
             if key not in disturbed:
                 fail(f"the JSON line lacks {key}: {disturbed}")
+    # Work lost per failure: every survivor's rollback, at most --commit-every steps.
+    lost = [int(n) for n in re.findall(r"rolling back (\d+) steps", disturbed_text[0])]
+    print(f"steps rolled back per failure and survivor: n={len(lost)} max={max(lost, default=0)} "
+          f"mean={sum(lost) / max(len(lost), 1):.1f} (--commit-every={COMMIT_EVERY})")
+    if not lost or max(lost) > COMMIT_EVERY:
+        fail(f"rollbacks {lost}: none seen, or more than --commit-every={COMMIT_EVERY} steps")
     baseline = run_baseline(rng, workdir)
     for name, values in (("elastic", recoveries), ("restart-from-checkpoint", baseline)):
         print(f"recovery {name}: n={len(values)} p50={percentile(values, 50):.2f}s "

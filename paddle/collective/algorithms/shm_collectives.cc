@@ -100,6 +100,23 @@ absl::Status ReserveSlot(const AlgorithmContext& ctx, NodeWorkspace& ws, uint64_
   return ws.WaitForPeers(Phase(round - 2, 3), ctx.deadline());
 }
 
+// Note [Agreement check]: the round of an empty call, in which the ranks only compare stamps, so
+// that a rank with an empty tensor among ranks with data fails like any other mismatch (it reads
+// their stamps, they read its stamp in their first round), and an all-empty call agrees.
+absl::Status StampRound(const AlgorithmContext& ctx, NodeWorkspace& ws) {
+  const int n = ws.local_size();
+  if (n == 1) return absl::OkStatus();
+  const uint64_t round = ws.round();
+  WS_RETURN_IF_ERROR(ctx, ws, ReserveSlot(ctx, ws, round));
+  PostInput(ctx, ws, round);
+  for (int i = 1; i < n; ++i) {
+    WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, (ws.local_rank() + i) % n, round));
+  }
+  ws.Post(Phase(round, 3));
+  ++ws.round();
+  return absl::OkStatus();
+}
+
 // Piece k of `block` when blocks are cut into pieces of `piece` elements.
 ElementRange PieceOf(const ElementRange& block, int64_t k, int64_t piece) {
   const int64_t start = std::min(block.count, k * piece);
@@ -252,7 +269,8 @@ absl::Status ShmAllreduce(const AlgorithmContext& ctx, NodeWorkspace& ws, void* 
                           DType dtype, ReduceOp op) {
   RETURN_IF_ERROR(ctx.CheckBuffer(data, count, dtype));
   if (absl::Status s = CheckReduction(dtype, op); !s.ok()) return ctx.InvalidArgument(s.message());
-  if (count == 0 || ws.local_size() == 1) {
+  if (count == 0) return StampRound(ctx, ws);
+  if (ws.local_size() == 1) {
     if (op == ReduceOp::kAvg) return FinishAvg(data, count, dtype, 1);
     return absl::OkStatus();
   }
@@ -275,7 +293,7 @@ absl::Status ShmReduceScatter(const AlgorithmContext& ctx, NodeWorkspace& ws, co
   if (absl::Status s = CheckReduction(dtype, op); !s.ok()) return ctx.InvalidArgument(s.message());
   std::vector<ElementRange> blocks(static_cast<size_t>(n));
   for (int l = 0; l < n; ++l) blocks[static_cast<size_t>(l)] = {l * block_count, block_count};
-  if (block_count == 0) return absl::OkStatus();
+  if (block_count == 0) return StampRound(ctx, ws);
   if (n == 1) {
     if (input != output) std::memcpy(output, input, ByteOffset(block_count, dtype));
     return op == ReduceOp::kAvg ? FinishAvg(output, block_count, dtype, 1) : absl::OkStatus();
@@ -292,7 +310,7 @@ absl::Status ShmAllgather(const AlgorithmContext& ctx, NodeWorkspace& ws, const 
   RETURN_IF_ERROR(ctx.CheckBuffer(output, count * n, dtype));
   std::vector<ElementRange> blocks(static_cast<size_t>(n));
   for (int l = 0; l < n; ++l) blocks[static_cast<size_t>(l)] = {l * count, count};
-  if (count == 0) return absl::OkStatus();
+  if (count == 0) return StampRound(ctx, ws);
   return GatherRounds(ctx, ws, static_cast<const uint8_t*>(input), blocks,
                       static_cast<uint8_t*>(output), dtype);
 }
@@ -304,7 +322,8 @@ absl::Status ShmBroadcast(const AlgorithmContext& ctx, NodeWorkspace& ws, void* 
     return ctx.InvalidArgument(
         absl::StrCat("root ", root, " is not a local rank (0..", ws.local_size() - 1, ")"));
   }
-  if (count == 0 || ws.local_size() == 1) return absl::OkStatus();
+  if (count == 0) return StampRound(ctx, ws);
+  if (ws.local_size() == 1) return absl::OkStatus();
   const size_t es = DTypeSize(dtype);
   const int me = ws.local_rank();
   auto* bytes = static_cast<uint8_t*>(data);
@@ -481,7 +500,9 @@ absl::Status HierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& w
                                    DType dtype, ReduceOp op) {
   RETURN_IF_ERROR(ctx.CheckBuffer(data, count, dtype));
   if (absl::Status s = CheckReduction(dtype, op); !s.ok()) return ctx.InvalidArgument(s.message());
-  if (count == 0) return absl::OkStatus();
+  // An empty call is compared within each host only: an empty rank among full ones fails there,
+  // and its abort reaches the other hosts through the transport.
+  if (count == 0) return StampRound(ctx, ws);
   if (ws.local_size() > 1 && cross_ranks.size() > 1 &&
       ByteOffset(count, dtype) >= 2 * kHierarchicalChunkBytes) {
     return PipelinedHierarchicalAllreduce(ctx, ws, cross_ranks, selector,

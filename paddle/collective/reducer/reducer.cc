@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/reducer/device_memory.h"
+#include "paddle/collective/reducer/sparse_exchange.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/settings.h"
 #include "paddle/core/status.h"
@@ -69,6 +70,27 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
   }
   std::set<const void*> ids;
   std::vector<BucketParam> sizes;
+  // Note [Sparse parameters]: set apart before anything looks at devices or buckets.
+  std::vector<NamedParameter> sparse;
+  for (auto it = params.begin(); it != params.end();) {
+    if (!it->second.sparse()) {
+      ++it;
+      continue;
+    }
+    const autograd::Variable& var = it->second;
+    if (!var.is_leaf() || !var.requires_grad() || var.data().dim() != 2 ||
+        !var.data().device().is_cpu() || !IsFloatingPoint(var.data().dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sparse parameter '", it->first, "' is ", var.data().ToString(),
+          "; sparse gradients need a 2-D floating-point CPU leaf that requires a gradient"));
+    }
+    if (!ids.insert(var.id()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", it->first, "' is passed to the Reducer twice"));
+    }
+    sparse.push_back(std::move(*it));
+    it = params.erase(it);
+  }
   // Note [Reducer devices]: every parameter on one device, the buckets' device.
   const Device device = params.empty() ? Device::Cpu() : params.front().second.data().device();
   for (const auto& [name, var] : params) {
@@ -97,6 +119,7 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(std::vector<NamedParame
                    AssignBuckets(sizes, {options.first_bucket_bytes, options.bucket_bytes}));
   std::unique_ptr<Reducer> reducer(new Reducer(std::move(params), comm, std::move(resolved)));
   reducer->device_ = device;
+  reducer->sparse_params_ = std::move(sparse);
   RETURN_IF_ERROR(reducer->Build(layout));
   for (int64_t i = 0; i < static_cast<int64_t>(reducer->params_.size()); ++i) {
     Reducer* self = reducer.get();
@@ -262,6 +285,17 @@ absl::Status Reducer::FinalizeBackward() {
   stats_.comm_wait_time += absl::Now() - comm_start;
   RETURN_IF_ERROR(waited);
   if (!hook_error_.ok()) return std::exchange(hook_error_, absl::OkStatus());
+  // Note [Sparse parameters]: after every bucket, so all ranks issue them in the same place.
+  if (!sparse_params_.empty()) {
+    const absl::Time sparse_start = absl::Now();
+    absl::StatusOr<SparseExchangeStats> sparse =
+        ExchangeSparseGradients(sparse_params_, comm_, options_.timeout);
+    stats_.comm_wait_time += absl::Now() - sparse_start;
+    if (!sparse.ok()) return sparse.status();
+    stats_.sparse_bytes_sent += sparse->bytes_sent;
+    stats_.sparse_entries += sparse->entries;
+    stats_.sparse_dense_fallbacks += sparse->dense_fallbacks;
+  }
 
   std::fill(used_.begin(), used_.end(), false);
   ++stats_.synced_iterations;

@@ -31,6 +31,13 @@
 // agreement has to precede the first bucket's allreduce, in this mode all buckets are launched in
 // FinalizeBackward (no overlap with the backward pass): the price of the option.
 //
+// Note [Sparse parameters]: parameters marked sparse (Variable::set_sparse; nn::Embedding with
+// sparse = true) stay out of the buckets and their hooks: after the buckets' allreduces complete,
+// FinalizeBackward exchanges their sparse gradients in registration order (Note [Sparse exchange]
+// in sparse_exchange.h), allgathering ids and rows or, when cheaper, allreducing the dense table.
+// They must be on the CPU. Their use is not tracked (Note [Unused parameters] does not apply):
+// a sparse parameter no rank touched is simply left without a gradient.
+//
 // Note [Gradient compression]: with compression fp16 or bf16, a float32 bucket is converted into a
 // 16-bit buffer at launch, allreduced with kAvg in that dtype (the communicator sums and divides
 // once, in float32, per its avg rule) and converted back in FinalizeBackward. kAvg rather than
@@ -109,6 +116,11 @@ struct ReducerStats {
   absl::Duration comm_wait_time;
   int64_t bytes_reduced = 0;  // bucket bytes on the wire, summed
   bool rebuilt = false;
+  // Note [Sparse parameters], summed over synced iterations: bytes this rank sent for them (ring
+  // model, sparse_exchange.h), their entries over all ranks, and dense fallbacks.
+  int64_t sparse_bytes_sent = 0;
+  int64_t sparse_entries = 0;
+  int64_t sparse_dense_fallbacks = 0;
   // comm_wait_time / iteration_time (0 before the first synced iteration).
   double CommWaitFraction() const;
 };
@@ -118,7 +130,7 @@ class Reducer {
   using NamedParameter = std::pair<std::string, autograd::Variable>;
 
   // `params` in registration order; each must require a gradient. `comm` outlives the Reducer.
-  // Existing gradients are copied into the buckets.
+  // Existing gradients are copied into the buckets. Sparse parameters: Note [Sparse parameters].
   static absl::StatusOr<std::unique_ptr<Reducer>> Create(std::vector<NamedParameter> params,
                                                          Communicator* comm,
                                                          const ReducerOptions& options);
@@ -178,6 +190,7 @@ class Reducer {
   ReducerOptions options_;
   Device device_ = Device::Cpu();  // Note [Reducer devices]
   std::vector<Param> params_;
+  std::vector<NamedParameter> sparse_params_;  // Note [Sparse parameters]
   std::vector<std::unique_ptr<Bucket>> buckets_;
   BucketCallback callback_;
   ReducerStats stats_;

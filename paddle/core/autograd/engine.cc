@@ -42,7 +42,7 @@ struct ByLatest {
 
 }  // namespace
 
-absl::Status RunBackward(const Variable& root, const Tensor& grad) {
+absl::Status RunBackward(const Variable& root, const Tensor& grad, bool retain_graph) {
   if (!root.defined() || !root.requires_grad()) {
     return absl::FailedPreconditionError(
         "backward from a Variable that does not require a gradient (no parameter that "
@@ -97,6 +97,7 @@ absl::Status RunBackward(const Variable& root, const Tensor& grad) {
       }
       outputs = std::move(*result);
     }
+    if (!retain_graph) node->ReleaseSavedState();  // Note [Freed graphs]
     const std::vector<Edge>& edges = node->next_edges();
     if (any && outputs.size() != edges.size() && !edges.empty()) {
       return absl::InternalError(absl::StrCat("backward of ", node->name(), " returned ",

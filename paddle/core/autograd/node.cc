@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "absl/strings/str_cat.h"
+
 namespace paddle::autograd {
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
@@ -16,6 +18,12 @@ Node::Node(std::string name, int num_inputs)
 absl::StatusOr<std::vector<Tensor>> FunctionNode::Apply(std::vector<Tensor> grads) {
   // A node only runs when at least one gradient reached it; a single-output node therefore
   // always has a defined gradient here.
+  if (!backward_) {  // Note [Freed graphs]
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trying to run backward through the graph a second time: what ", name(),
+        " saved for backward was freed when the first backward pass ran through it; pass "
+        "retain_graph=True to the first backward to run backward through the same graph again"));
+  }
   return backward_(grads[0]);
 }
 

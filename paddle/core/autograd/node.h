@@ -4,6 +4,13 @@
 // whose `next_edges` say where the gradient of each input goes: the Node that produced that input,
 // or the AccumulateGrad node of a leaf (a parameter). The engine (engine.h) runs the nodes in
 // reverse order of creation once all gradients for a node have arrived.
+//
+// Note [Freed graphs]: a backward pass frees the graph it ran through unless asked to retain it
+// (PyTorch's retain_graph): each node, once applied, drops what it saved for backward (the
+// closure of a FunctionNode and the tensors it captured), so the memory of the forward pass is
+// returned as soon as the backward pass is past it. Running backward through such a node again
+// is a kFailedPrecondition naming the node, instead of a silent second accumulation.
+// AccumulateGrad nodes save nothing and stay usable; leaves keep their gradients.
 #ifndef PADDLE_CORE_AUTOGRAD_NODE_H_
 #define PADDLE_CORE_AUTOGRAD_NODE_H_
 
@@ -38,6 +45,8 @@ class Node {
   // `grads` holds one gradient per input of this node (an output of the forward operation);
   // undefined tensors stand for zero. Returns one gradient per next edge (undefined = none).
   virtual absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> grads) = 0;
+  // See Note [Freed graphs]: drops what the node saved for backward; Apply then fails.
+  virtual void ReleaseSavedState() {}
 
   const std::string& name() const { return name_; }
   int num_inputs() const { return num_inputs_; }
@@ -63,9 +72,10 @@ class FunctionNode final : public Node {
       : Node(std::move(name), 1), backward_(std::move(backward)) {}
 
   absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> grads) override;
+  void ReleaseSavedState() override { backward_ = nullptr; }
 
  private:
-  BackwardFn backward_;
+  BackwardFn backward_;  // null once released
 };
 
 }  // namespace paddle::autograd

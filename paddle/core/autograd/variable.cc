@@ -17,6 +17,8 @@ namespace paddle::autograd {
 struct Variable::Impl {
   Tensor data;
   Tensor grad;
+  bool sparse = false;                      // Note [Sparse gradients]
+  std::shared_ptr<SparseRows> sparse_grad;  // null: none yet
   bool requires_grad = false;
   std::string name;
   std::shared_ptr<Node> grad_fn;  // set for non-leaves
@@ -176,6 +178,7 @@ absl::Status Variable::set_grad(const Tensor& grad) {
 }
 
 void Variable::ZeroGrad() {
+  if (impl_) impl_->sparse_grad.reset();
   if (!impl_ || !impl_->grad.defined()) return;
   // Contiguous by construction (set_grad checks, accumulation clones contiguously).
   if (impl_->grad.device().is_cpu()) {
@@ -187,7 +190,46 @@ void Variable::ZeroGrad() {
 }
 
 void Variable::ResetGrad() {
-  if (impl_) impl_->grad = Tensor();
+  if (impl_) {
+    impl_->grad = Tensor();
+    impl_->sparse_grad.reset();
+  }
+}
+
+void Variable::set_sparse(bool sparse) {
+  PADDLE_CHECK(impl_ != nullptr) << "set_sparse on an undefined Variable";
+  impl_->sparse = sparse;
+}
+
+bool Variable::sparse() const { return impl_ && impl_->sparse; }
+
+const SparseRows* Variable::sparse_grad() const {
+  return impl_ ? impl_->sparse_grad.get() : nullptr;
+}
+
+absl::Status Variable::set_sparse_grad(SparseRows grad) {
+  PADDLE_CHECK(impl_ != nullptr) << "set_sparse_grad on an undefined Variable";
+  RETURN_IF_ERROR(
+      CheckSparseRows(grad, impl_->data, absl::StrCat("sparse gradient of '", impl_->name, "'")));
+  impl_->sparse_grad = std::make_shared<SparseRows>(std::move(grad));
+  return absl::OkStatus();
+}
+
+absl::Status Variable::AccumulateSparseGrad(const SparseRows& grad) {
+  PADDLE_CHECK(impl_ != nullptr) << "AccumulateSparseGrad on an undefined Variable";
+  RETURN_IF_ERROR(
+      CheckSparseRows(grad, impl_->data, absl::StrCat("sparse gradient of '", impl_->name, "'")));
+  if (!impl_->sparse_grad) {
+    // A copy: the caller's tensors may be views of memory it reuses.
+    SparseRows copy{Tensor(), Tensor(), grad.num_rows};
+    ASSIGN_OR_RETURN(copy.ids, grad.ids.Clone());
+    ASSIGN_OR_RETURN(copy.rows, grad.rows.Clone());
+    impl_->sparse_grad = std::make_shared<SparseRows>(std::move(copy));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(SparseRows sum, ConcatSparseRows(*impl_->sparse_grad, grad));
+  impl_->sparse_grad = std::make_shared<SparseRows>(std::move(sum));
+  return absl::OkStatus();
 }
 
 int Variable::AddGradReadyHook(GradReadyHook hook) {
@@ -222,7 +264,9 @@ Edge Variable::GradientEdge() const {
   return Edge{acc, 0};
 }
 
-absl::Status Variable::Backward() const { return RunBackward(*this); }
+absl::Status Variable::Backward(bool retain_graph) const {
+  return RunBackward(*this, Tensor(), retain_graph);
+}
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<Variable::Impl> leaf)
     : Node(absl::StrCat("accumulate_grad(", leaf->name, ")"), 1), leaf_(std::move(leaf)) {}

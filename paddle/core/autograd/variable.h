@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "paddle/core/autograd/node.h"
+#include "paddle/core/autograd/sparse_rows.h"
 #include "paddle/core/tensor.h"
 
 namespace paddle::autograd {
@@ -57,10 +58,23 @@ class Variable {
   // See Note [Gradients as views]; same shape, dtype and device as the value.
   absl::Status set_grad(const Tensor& grad);
   // Zeroes the gradient in place (keeping its memory); nothing to do while it is undefined.
-  // A non-CPU gradient is zeroed through DeviceGradientOps (a failure there aborts).
+  // A non-CPU gradient is zeroed through DeviceGradientOps (a failure there aborts). Drops the
+  // sparse gradient.
   void ZeroGrad();
   // Drops the gradient (it becomes undefined): for moving a parameter to another device.
   void ResetGrad();
+
+  // Note [Sparse gradients] (sparse_rows.h): a sparse parameter's gradient is SparseRows held
+  // beside grad(), which stays undefined. Leaves only; set once, before the first backward.
+  void set_sparse(bool sparse);
+  bool sparse() const;
+  // nullptr until a backward pass or set_sparse_grad gave this parameter a sparse gradient.
+  const SparseRows* sparse_grad() const;
+  // Replaces the sparse gradient (checked against data() by CheckSparseRows).
+  absl::Status set_sparse_grad(SparseRows grad);
+  // Appends `grad`'s entries (no merging), as backward passes accumulate; does not run the
+  // gradient-ready hooks (the reducer exchanges sparse gradients after the backward pass).
+  absl::Status AccumulateSparseGrad(const SparseRows& grad);
   // See Note [Gradient ready hooks]. Returns a handle for RemoveGradReadyHook.
   int AddGradReadyHook(GradReadyHook hook);
   void RemoveGradReadyHook(int handle);
@@ -70,8 +84,9 @@ class Variable {
   // requires a gradient, or nowhere.
   Edge GradientEdge() const;
 
-  // Backward from this scalar (one element) Variable: gradient 1.
-  absl::Status Backward() const;
+  // Backward from this scalar (one element) Variable: gradient 1. Frees the graph unless
+  // `retain_graph` (Note [Freed graphs] in node.h).
+  absl::Status Backward(bool retain_graph = false) const;
 
   // Identity, for maps keyed by parameter.
   const void* id() const { return impl_.get(); }

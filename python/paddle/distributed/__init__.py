@@ -437,6 +437,35 @@ class DistributedDataParallel:
         return self.train(False)
 
 
+class LocalSGD:
+    """Local SGD (paddle/parallel/local_sgd.h, docs/local-sgd.md): each rank steps on its own
+    gradients and the ranks average their parameters every `period` steps, after
+    `warmup_steps` synchronous ones (post-local SGD), optionally with an outer (global) momentum.
+    Created on every rank (a collective: rank 0's parameters are broadcast); with `ddp` its
+    gradient sync is switched off once the local steps start. Call after_step() after every
+    optimizer step and synchronize() before evaluating or saving."""
+
+    def __init__(self, module, period=4, warmup_steps=0, outer_lr=1.0, outer_momentum=0.0,
+                 average_buffers=True, ddp=None, group=None):
+        self.module = module
+        self._native = _C.distributed.LocalSGD(
+            module, _group(group)._native, period, warmup_steps, outer_lr, outer_momentum,
+            average_buffers, ddp._ddp if ddp is not None else None)
+
+    def after_step(self):
+        """Collective when the schedule averages; returns whether it did."""
+        return self._native.after_step()
+
+    def synchronize(self):
+        """Collective: averages now unless the last step did, so every rank holds one model."""
+        self._native.synchronize()
+
+    steps = property(lambda self: self._native.steps)
+    averages = property(lambda self: self._native.averages)
+    averaged_bytes = property(lambda self: self._native.averaged_bytes)
+    in_warmup = property(lambda self: self._native.in_warmup)
+
+
 def sum_over_ranks(metric, group=None, timeout=None):
     """Sums an AucHistogram or ClassificationTotals over every rank of the group (collective):
     afterwards every rank's metric holds the group's totals (paddle/parallel/metrics.h)."""

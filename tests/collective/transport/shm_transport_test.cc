@@ -219,6 +219,47 @@ TEST(ShmTransportTest, DestroyedPeerFailsEveryPendingRequestNamingIt) {
   });
 }
 
+// Note [Drain before blaming] (shm_transport.cc): rank 0 delivers everything, then destroys its
+// transport at once; the other ranks' receives must still succeed. Even iterations: they are slow
+// to wait (rank 0 is gone by then). Odd ones: they already wait, longer than one health-check
+// interval, when the data and the teardown flag arrive together.
+TEST(ShmTransportTest, PeerDestroyedAfterDeliveringFailsNothing) {
+  constexpr int kIterations = 30;
+  constexpr size_t kBytes = 4096;
+  for (int world = 2; world <= 3; ++world) {
+    for (int it = 0; it < kIterations; ++it) {
+      const bool waiting = it % 2 == 1;
+      RunRanks(world, [&](RankContext& ctx) {
+        std::vector<char> token(16, 'x');
+        if (ctx.rank == 0) {
+          std::vector<std::vector<char>> tokens(static_cast<size_t>(world), token);
+          for (int p = 1; p < world; ++p) {
+            ASSERT_OK(
+                WaitLong(*ctx.t().channel(p).Recv(tokens[static_cast<size_t>(p)].data(), 16, 2)));
+          }
+          if (waiting) absl::SleepFor(absl::Milliseconds(60 + it % 7));
+          std::vector<std::unique_ptr<TransportRequest>> sends;
+          for (int p = 1; p < world; ++p) {
+            sends.push_back(ctx.t().channel(p).Send(Payload(0, p, kBytes).data(), kBytes, 1));
+          }
+          for (auto& send : sends) ASSERT_OK(WaitLong(*send));
+          ctx.transport.reset();  // at once, as destroy_process_group() after a barrier
+          return;
+        }
+        std::vector<char> got(kBytes);
+        auto recv = ctx.t().channel(0).Recv(got.data(), kBytes, 1);
+        ASSERT_OK(WaitLong(*ctx.t().channel(0).Send(token.data(), 16, 2)));
+        if (!waiting) absl::SleepFor(absl::Milliseconds(2 + it % 3));
+        absl::Status status = WaitLong(*recv);
+        EXPECT_TRUE(status.ok()) << "world " << world << " iteration " << it << ": " << status;
+        if (status.ok()) {
+          EXPECT_EQ(Mismatch(got, 0, static_cast<uint64_t>(ctx.rank)), "");
+        }
+      });
+    }
+  }
+}
+
 TEST(ShmTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
   RunRanks(2, [&](RankContext& ctx) {
     std::vector<char> buf(64);

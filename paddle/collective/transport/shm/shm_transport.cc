@@ -399,11 +399,20 @@ absl::Status ShmEngine::CheckHealth() {
   for (int p = 0; p < world_size_; ++p) {
     if (p == rank_) continue;
     const auto* theirs = static_cast<const ShmControl*>(peer_segments_[p]->data());
+    // Note [Drain before blaming]: a peer that finished its part and then destroyed its
+    // transport (kCancelled "was destroyed") or exited may have delivered everything an op here
+    // still waits for; its flag can be seen before this rank moved those bytes. Progress the
+    // channels first, so such ops complete; only the ops still pending afterwards, which need
+    // something the peer will never send, fail. The peer wrote its data before its flag (the flag
+    // is stored seq_cst and read acquire here), so one pass sees all of it. A peer that aborted
+    // in the middle of a copy is still caught by the channel (the check after a CMA read).
     if (theirs->aborted.load(std::memory_order_acquire) != 0) {
+      ProgressAll();
       Poison(PeerAborted(p));
       break;
     }
     if (!peers_[p].process.IsAlive()) {
+      ProgressAll();
       Poison(PeerGone(p));
       break;
     }
@@ -435,6 +444,9 @@ absl::Status ShmEngine::Await(const ShmOp& op, const Deadline& deadline) {
     if (!PoisonCause().ok()) break;  // Fail() completed the op, unless it raced: see below
     absl::Status waited = WaitSignal(control_->doorbell, seen + 1, deadline, options);
     if (!waited.ok() && PoisonCause().ok() && deadline.Expired()) {
+      // A wait shorter than kHealthCheckInterval (a caller that waits in slices) still looks at
+      // its peers before it reports the timeout; a peer's abort ends the loop above.
+      if (!CheckHealth().ok()) continue;
       result = waited;
       break;
     }
