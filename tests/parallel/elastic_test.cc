@@ -4,6 +4,7 @@
 #include "paddle/parallel/elastic.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -137,7 +138,11 @@ struct Worker {
 TEST(ElasticGroupTest, TwentyMembershipChangesLeaveNothingBehind) {
   const int threads_before = CountEntries("/proc/self/task");
   const int fds_before = CountEntries("/proc/self/fd");
-  const std::string shm_mark = absl::StrCat("-", getpid(), "-");
+  // This process's segments only: /dev/shm is shared with tests running beside this one, whose
+  // processes may have the same pid in PID namespaces of their own (shm_segment.h's names).
+  struct stat ns;
+  ASSERT_EQ(stat("/proc/self/ns/pid", &ns), 0);
+  const std::string shm_mark = absl::StrCat("paddle-", ns.st_ino, "-", getpid(), "-");
   const int shm_before = CountEntries("/dev/shm", shm_mark);
   Script script;
   constexpr int kWorld = 3;
