@@ -12,6 +12,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -279,6 +280,8 @@ def write_report(doc, out):
 
 
 def main(argv):
+    # SIGTERM unwinds like Ctrl-C, so runners.run kills the benchmark it was waiting for.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     args = parse_args(argv)
     if args.render:
         doc = load_results(args.render)

@@ -57,6 +57,12 @@ def run(cmd, env, timeout, cwd=None):
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         raise BenchError(f"{' '.join(cmd)} did not finish in {timeout:g} s (killed)") from None
+    except BaseException:
+        # Interrupted (Ctrl-C, or SIGTERM through main's handler): the benchmark's own session
+        # would outlive us (a spinning MPICH rank was seen doing so), so it goes first.
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
     if p.returncode != 0:
         tail = (stdout + stderr)[-2000:]
         raise BenchError(f"{' '.join(cmd)} exited with {p.returncode}; its output ends:\n{tail}")
