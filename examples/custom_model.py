@@ -52,26 +52,6 @@ class Net(nn.Module):
         return self.out(self.blocks(x))
 
 
-def nest(flat):
-    """{"a/b": v} -> {"a": {"b": v}}: optimizer state keys as paddle.save's nesting."""
-    out = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split("/")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
-
-
-def flatten(tree, prefix=""):
-    out = {}
-    for key, value in tree.items():
-        path = f"{prefix}/{key}" if prefix else key
-        out.update(flatten(value, path) if isinstance(value, dict) else {path: value})
-    return out
-
-
 def evaluate(model, images, labels, batch=1000):
     correct = 0
     with paddle.no_grad():
@@ -123,7 +103,7 @@ def main(argv):
             p.error("--resume needs --checkpoint")
         state = paddle.load(o.checkpoint)  # every rank reads it: replicas stay identical
         model.load_state_dict(state["model"])
-        opt.load_state_dict(flatten(state["optim"]))
+        paddle.optim.load_nested_state(opt, state["optim"])
         first_epoch = state["epoch"]
     start = time.monotonic()
     acc = evaluate(model, test.images.numpy(), test.labels.numpy()) if rank == 0 else 0.0
@@ -142,7 +122,7 @@ def main(argv):
             print(f"epoch {epoch} loss {total / steps:.4f} test_accuracy {acc:.4f} "
                   f"{steps * o.batch / seconds:.0f} samples/s", flush=True)
             if o.checkpoint:
-                paddle.save({"model": model.state_dict(), "optim": nest(opt.state_dict()),
+                paddle.save({"model": model.state_dict(), "optim": paddle.optim.nested_state(opt),
                              "epoch": epoch + 1}, o.checkpoint)
     if rank == 0:
         print(json.dumps({"epochs": o.epochs, "test_accuracy": acc, "world_size": world,

@@ -81,26 +81,6 @@ class ResNet(nn.Module):
         return self.fc(self.pool(self.blocks(self.stem(x).relu())))
 
 
-def nest(flat):
-    """{"a/b": v} -> {"a": {"b": v}}: optimizer state keys as paddle.save's nesting."""
-    out = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split("/")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
-
-
-def flatten(tree, prefix=""):
-    out = {}
-    for key, value in tree.items():
-        path = f"{prefix}/{key}" if prefix else key
-        out.update(flatten(value, path) if isinstance(value, dict) else {path: value})
-    return out
-
-
 def evaluate(model, images, labels, batch=500):
     correct = 0
     with paddle.no_grad():
@@ -173,14 +153,14 @@ def main(argv):
         # Every rank reads the checkpoint: the replicas start identical again.
         state = paddle.load(o.checkpoint)
         model.load_state_dict(state["model"])
-        opt.load_state_dict(flatten(state["optim"]))
+        paddle.optim.load_nested_state(opt, state["optim"])
         epoch, step = state["epoch"], state["step"]
         if rank == 0:
             print(f"resumed from {o.checkpoint} at epoch {epoch} step {step}", flush=True)
 
     def save(epoch, step):
         if rank == 0 and o.checkpoint:
-            paddle.save({"model": model.state_dict(), "optim": nest(opt.state_dict()),
+            paddle.save({"model": model.state_dict(), "optim": paddle.optim.nested_state(opt),
                          "epoch": epoch, "step": step}, o.checkpoint)
 
     start = time.monotonic()
