@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "examples/ctr_data.h"
 #include "examples/ctr_model.h"
+#include "examples/launched_group.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/rendezvous/rendezvous.h"
 #include "paddle/core/autograd/grad_mode.h"
@@ -135,31 +136,12 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
   return absl::OkStatus();
 }
 
-struct Group {
-  RendezvousResult rendezvous;  // owns the store; outlives the communicator
-  std::unique_ptr<Communicator> comm;
-  int rank = 0;
-  int world = 1;
-};
+using Group = LaunchedGroup;
 
 absl::Status JoinGroup(const Options& o, Group* g) {
-  if (std::getenv("WORLD_SIZE") == nullptr) return absl::OkStatus();
+  if (!StartedAsGroup()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Backend backend, ParseBackend(o.backend));
-  ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));
-  CommunicatorOptions options;
-  options.backend = backend;
-  options.store = g->rendezvous.store;
-  options.rank = g->rendezvous.rank;
-  options.world_size = g->rendezvous.world_size;
-  ASSIGN_OR_RETURN(g->comm, Communicator::Create(options));
-  g->rank = g->rendezvous.rank;
-  g->world = g->rendezvous.world_size;
-  if (o.batch % g->world != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch=", o.batch,
-                                                   " (the global batch) is not a multiple of the ",
-                                                   g->world, " workers"));
-  }
-  return absl::OkStatus();
+  return JoinLaunchedGroup(backend, o.batch, g);
 }
 
 // A batch of samples `index` of `data`, as the model's inputs.

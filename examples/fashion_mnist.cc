@@ -44,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "examples/fashion_mnist_elastic.h"
 #include "examples/fashion_mnist_metrics.h"
+#include "examples/launched_group.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/checkpoint/checkpoint_agreement.h"
 #include "paddle/collective/communicator.h"
@@ -431,41 +432,17 @@ absl::Status RestoreCheckpoint(const checkpoint::LoadedCheckpoint& loaded, nn::M
   return absl::OkStatus();
 }
 
-// The data-parallel group when started by the launcher (WORLD_SIZE set) or by mpirun/srun
-// (OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS, with MASTER_ADDR exported), else none.
-struct Group {
-  RendezvousResult rendezvous;  // owns the store; outlives the communicator below
-  std::unique_ptr<Communicator> comm;
-  int rank = 0;
-  int world = 1;
-};
+// The data-parallel group when started by the launcher, mpirun or srun (launched_group.h), else
+// none.
+using Group = LaunchedGroup;
 
 absl::Status JoinGroup(const Options& o, Group* g) {
-  const bool launched =
-      std::getenv("WORLD_SIZE") != nullptr ||
-      (std::getenv("MASTER_ADDR") != nullptr &&
-       (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
-        std::getenv("SLURM_NTASKS") != nullptr));
-  if (!launched) return absl::OkStatus();
+  if (!StartedAsGroup()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Device device, ParseDevice(o.device));
   ASSIGN_OR_RETURN(
       Backend backend,
       ParseBackend(!o.backend.empty() ? o.backend : (device.is_cuda() ? "nccl" : "native")));
-  ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));
-  CommunicatorOptions options;
-  options.backend = backend;
-  options.store = g->rendezvous.store;
-  options.rank = g->rendezvous.rank;
-  options.world_size = g->rendezvous.world_size;
-  ASSIGN_OR_RETURN(g->comm, Communicator::Create(options));
-  g->rank = g->rendezvous.rank;
-  g->world = g->rendezvous.world_size;
-  if (o.batch % g->world != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch=", o.batch,
-                                                   " (the global batch) is not a multiple of the ",
-                                                   g->world, " workers"));
-  }
-  return absl::OkStatus();
+  return JoinLaunchedGroup(backend, o.batch, g);
 }
 
 // Sum of `values` over the group (in place); nothing to do on one process.

@@ -1,0 +1,36 @@
+#include "examples/launched_group.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "paddle/core/deadline.h"
+#include "paddle/core/status.h"
+
+namespace paddle::examples {
+
+bool StartedAsGroup() {
+  return std::getenv("WORLD_SIZE") != nullptr ||
+         (std::getenv("MASTER_ADDR") != nullptr &&
+          (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+           std::getenv("SLURM_NTASKS") != nullptr));
+}
+
+absl::Status JoinLaunchedGroup(Backend backend, int64_t global_batch, LaunchedGroup* g) {
+  ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));
+  CommunicatorOptions options;
+  options.backend = backend;
+  options.store = g->rendezvous.store;
+  options.rank = g->rendezvous.rank;
+  options.world_size = g->rendezvous.world_size;
+  ASSIGN_OR_RETURN(g->comm, Communicator::Create(options));
+  g->rank = g->rendezvous.rank;
+  g->world = g->rendezvous.world_size;
+  if (global_batch % g->world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch=", global_batch,
+                                                   " (the global batch) is not a multiple of the ",
+                                                   g->world, " workers"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace paddle::examples
