@@ -3,6 +3,7 @@
 //   bazel run -c opt //bench:collectives -- --backend=native|gloo --op=allreduce --nproc=4
 //       --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] [--iters=20]
 //       [--warmup=5] [--algo=ring] [--seed=1] [--timeout-s=1800] [--rounds=1]
+//       [--coarse-from=1M] [--budget-bytes=4M]
 //
 // The benchmark starts --nproc workers itself (this binary re-executed with --worker), which
 // rendezvous through a TcpStoreServer it hosts on loopback, sweep the sizes by powers of two and
@@ -10,7 +11,8 @@
 // count, type, time (us), algbw and busbw (GB/s, report.h), #wrong, and the median and slowest
 // single operation. --iters and --warmup count the runs of each size from 64 KiB up; smaller
 // sizes run up to 16x more (IterationsFor in bench_inputs.h), so a single stall does not decide a
-// microsecond-scale mean.
+// microsecond-scale mean. --coarse-from steps sizes by 4x from that size and --budget-bytes runs
+// fewer iterations above it (Note [Sweep budget] in bench_inputs.h); both are passed to the peers.
 //
 // --peers runs the same sweep, the same sizes, iterations and blocking calls, through PyTorch's
 // gloo backend (bench/peers/torch_collectives.py, N python3 processes, env://; it has no
@@ -62,7 +64,8 @@ constexpr char kUsage[] =
     "usage: collectives --backend=native|gloo "
     "--op=allreduce|allgather|reduce_scatter|broadcast|alltoall "
     "--nproc=N --min-bytes=4K --max-bytes=256M --dtype=fp32 [--peers] [--json=FILE] "
-    "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800] [--rounds=1]\n";
+    "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800] [--rounds=1] "
+    "[--coarse-from=1M] [--budget-bytes=4M]\n";
 
 // "4K", "256M", "1G", "4096".
 bool ParseBytes(absl::string_view text, int64_t* bytes) {
@@ -101,6 +104,10 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       ok = ParseBytes(value, &s.min_bytes);
     } else if (key == "--max-bytes") {
       ok = ParseBytes(value, &s.max_bytes);
+    } else if (key == "--coarse-from") {
+      ok = value == "0" || ParseBytes(value, &s.coarse_from);
+    } else if (key == "--budget-bytes") {
+      ok = value == "0" || ParseBytes(value, &s.budget_bytes);
     } else if (key == "--dtype") {
       absl::StatusOr<DType> dtype = ParseDType(value);
       ok = dtype.ok() && *dtype != DType::kBool && *dtype != DType::kInt8;
@@ -176,10 +183,15 @@ std::string Runfile(const std::string& path) {
 
 // The sweep flags every implementation understands.
 std::vector<std::string> SweepArgs(const SweepConfig& s) {
-  return {absl::StrCat("--nproc=", s.nproc),           absl::StrCat("--min-bytes=", s.min_bytes),
-          absl::StrCat("--max-bytes=", s.max_bytes),   absl::StrCat("--iters=", s.iters),
-          absl::StrCat("--warmup=", s.warmup),         absl::StrCat("--seed=", s.seed),
-          absl::StrCat("--dtype=", DTypeName(s.dtype))};
+  return {absl::StrCat("--nproc=", s.nproc),
+          absl::StrCat("--min-bytes=", s.min_bytes),
+          absl::StrCat("--max-bytes=", s.max_bytes),
+          absl::StrCat("--iters=", s.iters),
+          absl::StrCat("--warmup=", s.warmup),
+          absl::StrCat("--seed=", s.seed),
+          absl::StrCat("--dtype=", DTypeName(s.dtype)),
+          absl::StrCat("--coarse-from=", s.coarse_from),
+          absl::StrCat("--budget-bytes=", s.budget_bytes)};
 }
 
 // Runs `specs`, then turns their output into rows; an empty result (after a message) on failure.

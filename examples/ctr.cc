@@ -14,15 +14,23 @@
 // Where the embedding rows live is --table (Note [CTR embedding sources]):
 //   replicated  every rank holds the whole table as a model parameter; its dense gradient is
 //               averaged by DDP's allreduce with the MLP's (the simple baseline);
+//   sparse      the same replicated table, its gradient the touched rows only (nn::Embedding's
+//               sparse path), exchanged by DDP's reducer (issue 31 item 1);
 //   sharded     paddle/parallel/sharded_embedding.h: rows sharded by id hash, looked up and
 //               updated by all-to-all, each owner applying SGD to its rows (issue 31 item 2).
 // The MLP is always replicated and averaged by DDP. Both optimizers are plain SGD (no momentum),
-// so the two tables train the same model.
+// so the three tables train the same model.
+//
+// --local-sgd=H (replicated or sparse table): each rank steps on its own gradients and the ranks
+// average all parameters, the table included, every H steps (paddle/parallel/local_sgd.h), and
+// once more before each evaluation so that every rank scores with the same model.
 //
 // Every epoch prints the test AUC and log loss over all ranks' shares of the test split
 // (paddle/parallel/metrics.h), samples/s, and bytes this rank sent per step; the last stdout line
 // is a JSON object with epoch, auc, log_loss, best_auc (the data set's, from its manifest),
-// samples_per_s, world_size, bytes_per_step, table, train_loss.
+// samples_per_s, world_size, bytes_per_step, table, train_loss, local_sgd. bytes_per_step counts
+// what this rank hands to collectives: dense buckets' payload, the sparse exchange's bytes (ring
+// model), the sharded table's all-to-all payload and local SGD's averages.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +56,7 @@
 #include "paddle/ops/cpu/threading.h"
 #include "paddle/optim/sgd.h"
 #include "paddle/parallel/distributed_data_parallel.h"
+#include "paddle/parallel/local_sgd.h"
 #include "paddle/parallel/metrics.h"
 
 namespace paddle::examples {
@@ -55,7 +64,9 @@ namespace {
 
 constexpr char kUsage[] = R"(usage: ctr --data=DIR [flags]
   --data=DIR                 train.bin, test.bin and manifest.json from tools/make-ctr-data
-  --table=replicated|sharded where the embedding rows live (default replicated)
+  --table=replicated|sparse|sharded
+                             where the embedding rows live and how their gradients travel
+                             (default replicated)
   --epochs=N                 (default 3)
   --batch=N                  global batch, split evenly across the workers (default 256)
   --lr=X                     SGD learning rate of the MLP and the table (default 0.5)
@@ -66,6 +77,8 @@ constexpr char kUsage[] = R"(usage: ctr --data=DIR [flags]
   --seed=N                   weights and shuffling (default 1)
   --threads=N                compute threads (default 1)
   --backend=native|gloo      collective backend when launched (default native)
+  --local-sgd=H              average parameters every H steps instead of gradients every step
+                             (replicated or sparse table; docs/local-sgd.md; default off)
 Data-parallel when started by the launcher (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set).
 )";
 
@@ -82,6 +95,7 @@ struct Options {
   int64_t seed = 1;
   int64_t threads = 1;
   std::string backend = "native";
+  int64_t local_sgd = 0;  // H; 0: off
 };
 
 absl::Status ParseOptions(int argc, char** argv, Options* o) {
@@ -121,6 +135,8 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
       ok = absl::SimpleAtoi(value, &o->train_samples) && o->train_samples >= 0;
     } else if (key == "seed") {
       ok = absl::SimpleAtoi(value, &o->seed) && o->seed >= 0;
+    } else if (key == "local-sgd") {
+      ok = absl::SimpleAtoi(value, &o->local_sgd) && o->local_sgd >= 1;
     } else if (key == "threads") {
       ok = absl::SimpleAtoi(value, &o->threads) && o->threads >= 1;
     } else {
@@ -129,9 +145,15 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value in '", arg, "'"));
   }
   if (o->data.empty()) return absl::InvalidArgumentError("--data=DIR is required (see --help)");
-  if (o->table != "replicated" && o->table != "sharded") {
+  if (o->table != "replicated" && o->table != "sparse" && o->table != "sharded") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--table=", o->table, ": expected replicated or sharded"));
+        absl::StrCat("--table=", o->table, ": expected replicated, sparse or sharded"));
+  }
+  if (o->local_sgd > 0 && o->table == "sharded") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--local-sgd=", o->local_sgd,
+                     " needs --table=replicated or sparse: a sharded table has one copy of each "
+                     "row, updated every step"));
   }
   return absl::OkStatus();
 }
@@ -273,6 +295,22 @@ int Run(const Options& o) {
     if (!made.ok()) return fail(made.status());
     ddp = *std::move(made);
   }
+  std::unique_ptr<LocalSgd> local_sgd;
+  if (ddp && o.local_sgd > 0) {
+    LocalSgdOptions lo;
+    lo.period = o.local_sgd;
+    absl::StatusOr<std::unique_ptr<LocalSgd>> made =
+        LocalSgd::Create(setup->model, group.comm.get(), lo, ddp.get());
+    if (!made.ok()) return fail(made.status());
+    local_sgd = *std::move(made);
+  }
+  // Bytes this rank has handed to collectives so far (see the header comment).
+  auto bytes_sent = [&]() -> int64_t {
+    int64_t b = table.BytesSent();
+    if (ddp) b += ddp->reducer().stats().bytes_reduced + ddp->reducer().stats().sparse_bytes_sent;
+    if (local_sgd) b += local_sgd->averaged_bytes();
+    return b;
+  };
   optim::SgdOptions so;
   so.lr = o.lr;
   absl::StatusOr<std::unique_ptr<optim::Sgd>> opt = optim::Sgd::Create(model.Parameters(), so);
@@ -296,8 +334,7 @@ int Run(const Options& o) {
     sampler->SetEpoch(epoch);
     const std::vector<int64_t> indices = sampler->Indices();
     const int64_t steps = (static_cast<int64_t>(indices.size()) + local_batch - 1) / local_batch;
-    const int64_t bytes_before =
-        table.BytesSent() + (ddp ? ddp->reducer().stats().bytes_reduced : 0);
+    const int64_t bytes_before = bytes_sent();
     double loss_sum = 0;
     absl::Time start = absl::Now();
     for (int64_t step = 0; step < steps; ++step) {
@@ -319,19 +356,22 @@ int Run(const Options& o) {
       absl::Status st = ddp ? ddp->Backward(*loss) : loss->Backward();
       if (st.ok()) st = table.AfterBackward();
       if (st.ok()) st = (*opt)->Step();
+      if (st.ok() && local_sgd) st = local_sgd->AfterStep().status();
       if (!st.ok()) return fail(st);
       loss_sum += *loss->data().data<float>();
     }
     // With gradients averaged every step, rank 0's training time is the slowest worker's within
     // one step; the evaluation is not counted.
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    const int64_t bytes = bytes_sent() - bytes_before;
+    if (local_sgd) {  // one model on every rank before scoring (not counted in the step bytes)
+      if (absl::Status st = local_sgd->Synchronize(); !st.ok()) return fail(st);
+    }
     absl::StatusOr<EvalResult> eval =
         Evaluate(model, table, *test, group.comm.get(), group.rank, group.world, local_batch * 4);
     if (!eval.ok()) return fail(eval.status());
     const double rate =
         seconds > 0 ? static_cast<double>(steps * local_batch * group.world) / seconds : 0;
-    const int64_t bytes =
-        table.BytesSent() + (ddp ? ddp->reducer().stats().bytes_reduced : 0) - bytes_before;
     const double bytes_per_step = steps > 0 ? static_cast<double>(bytes) / steps : 0;
     const double train_loss = steps > 0 ? loss_sum / steps : 0;  // rank 0's batches
     if (!leader) continue;
@@ -344,9 +384,9 @@ int Run(const Options& o) {
     last_json = absl::StrFormat(
         "{\"epoch\": %d, \"auc\": %.5f, \"log_loss\": %.5f, \"best_auc\": %.5f, "
         "\"samples_per_s\": %.1f, \"world_size\": %d, \"bytes_per_step\": %.0f, \"table\": "
-        "\"%s\", \"train_loss\": %.5f}",
+        "\"%s\", \"train_loss\": %.5f, \"local_sgd\": %d}",
         epoch + 1, eval->auc, eval->log_loss, *best_auc, rate, group.world, bytes_per_step, o.table,
-        train_loss);
+        train_loss, static_cast<int>(o.local_sgd));
   }
   if (leader) std::printf("%s\n", last_json.c_str());
   return 0;

@@ -1,4 +1,4 @@
-// The CTR model and its two embedding sources (Note [CTR embedding sources] in ctr_model.h).
+// The CTR model and its embedding sources (Note [CTR embedding sources] in ctr_model.h).
 #include "examples/ctr_model.h"
 
 #include <cmath>
@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle/core/status.h"
+#include "paddle/nn/embedding.h"
 #include "paddle/nn/functional.h"
 #include "paddle/nn/generator.h"
 #include "paddle/parallel/sharded_embedding.h"
@@ -23,19 +24,23 @@ absl::StatusOr<Tensor> IdTensor(absl::Span<const int64_t> ids, int fields) {
   return t;
 }
 
-// The whole table on every rank, as a parameter: dense gradient, averaged by DDP.
+// The whole table on every rank, as a parameter averaged by DDP: a dense gradient, or with
+// `sparse` the touched rows (SparseRows, exchanged by the reducer's sparse path).
 class ReplicatedTable final : public nn::Module, public EmbeddingSource {
  public:
-  ReplicatedTable(Tensor rows, int fields)
+  ReplicatedTable(Tensor rows, int fields, bool sparse)
       : nn::Module("ReplicatedTable"), fields_(fields), dim_(rows.shape()[1]) {
     weight_ = RegisterParameter("weight", std::move(rows));
+    weight_.set_sparse(sparse);
   }
   absl::StatusOr<autograd::Variable> Forward(const autograd::Variable&) override {
     return absl::UnimplementedError("ReplicatedTable: use Lookup(ids)");
   }
   absl::StatusOr<autograd::Variable> Lookup(absl::Span<const int64_t> ids, bool) override {
     ASSIGN_OR_RETURN(Tensor index, IdTensor(ids, fields_));
-    ASSIGN_OR_RETURN(autograd::Variable rows, F::Embedding(weight_, index));
+    ASSIGN_OR_RETURN(autograd::Variable rows, weight_.sparse()
+                                                  ? nn::functional::SparseEmbedding(weight_, index)
+                                                  : F::Embedding(weight_, index));
     return F::Reshape(rows, {index.shape()[0], fields_ * dim_});
   }
   absl::Status AfterBackward() override { return absl::OkStatus(); }
@@ -139,13 +144,13 @@ absl::StatusOr<autograd::Variable> CtrModel::Score(const autograd::Variable& emb
 absl::StatusOr<CtrSetup> MakeCtr(const std::string& table, const CtrModelOptions& o,
                                  Communicator* comm) {
   CtrSetup setup;
-  if (table == "replicated") {
+  if (table == "replicated" || table == "sparse") {
     ASSIGN_OR_RETURN(Tensor rows, Tensor::Empty({o.table_rows, o.dim}, DType::kFloat32));
     float* p = rows.data<float>();
     for (int64_t id = 0; id < o.table_rows; ++id) {
       ShardedEmbedding::InitialRow(o.seed, id, o.init_scale, absl::MakeSpan(p + id * o.dim, o.dim));
     }
-    auto t = std::make_shared<ReplicatedTable>(std::move(rows), o.fields);
+    auto t = std::make_shared<ReplicatedTable>(std::move(rows), o.fields, table == "sparse");
     setup.model = std::make_shared<CtrModel>(o, t);
     setup.table = t;
     return setup;
@@ -170,7 +175,7 @@ absl::StatusOr<CtrSetup> MakeCtr(const std::string& table, const CtrModelOptions
     return setup;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("table '", table, "': expected replicated or sharded"));
+      absl::StrCat("table '", table, "': expected replicated, sparse or sharded"));
 }
 
 }  // namespace paddle::examples

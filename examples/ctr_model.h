@@ -6,6 +6,10 @@
 // the rows live is one flag:
 //   replicated  a Module holding the whole table, a child of the CtrModel, so DDP averages its
 //               dense gradient with the MLP's and the model's SGD updates it;
+//   sparse      the same replicated Module with its weight marked sparse (nn::functional::
+//               SparseEmbedding): backward yields the touched rows (SparseRows), which DDP's
+//               reducer exchanges by allgather, or by a dense allreduce when that is cheaper (Note
+//               [Sparse or dense] in the reducer's sparse_exchange.h); SGD updates those rows only;
 //   sharded     ShardedEmbedding (paddle/parallel/sharded_embedding.h): Lookup() is an all-to-all
 //               to the rows' owners; AfterBackward() sends the rows' gradients back and each owner
 //               applies SGD to its rows (mean over ranks, as DDP averages). The CtrModel then holds
@@ -73,7 +77,7 @@ struct CtrSetup {
   std::shared_ptr<EmbeddingSource> table;  // the model's child when replicated
 };
 
-// `table` is "replicated" or "sharded"; `comm` may be null (one process).
+// `table` is "replicated", "sparse" or "sharded"; `comm` may be null (one process).
 absl::StatusOr<CtrSetup> MakeCtr(const std::string& table, const CtrModelOptions& options,
                                  Communicator* comm);
 

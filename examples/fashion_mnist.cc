@@ -44,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "examples/fashion_mnist_elastic.h"
 #include "examples/fashion_mnist_metrics.h"
+#include "examples/fashion_mnist_task_group.h"
 #include "examples/launched_group.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/checkpoint/checkpoint_agreement.h"
@@ -108,9 +109,9 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
   --linear-lr-scaling        --elastic: keep the per-rank batch (--batch / the most workers) and
                              scale the LR by world / most workers when the world changes
                              (default: the global batch and the LR stay fixed)
-  --data=memory|tasks        --elastic: the default sampler over the data set in memory, or
-                             tasks of record shards handed out by the task master in the job's
-                             store, exactly once per epoch (docs/data.md)
+  --data=memory|tasks        the default sampler over the data set in memory, or tasks of
+                             record shards handed out by the task master in the job's store,
+                             exactly once per epoch, also across --resume (docs/data.md)
   --shards=DIR               --data=tasks: shards from //tools:make_shards --fashion-mnist
   --records-per-task=N       --data=tasks: records of one task (default 500)
   --sample-ledger=DIR        --data=tasks: write the sample ids of every committed step here,
@@ -275,10 +276,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
   if (o->linear_lr_scaling && !o->elastic) {
     return absl::InvalidArgumentError("--linear-lr-scaling goes with --elastic");
   }
-  if (o->data == "tasks" && (!o->elastic || o->shards.empty())) {
+  if (o->data == "tasks" && (o->shards.empty() || o->device != "cpu")) {
     return absl::InvalidArgumentError(
-        "--data=tasks needs --elastic (its commit carries the task positions) and --shards=DIR "
-        "(bazel run //tools:make_shards -- --out=DIR --fashion-mnist)");
+        "--data=tasks needs --shards=DIR (bazel run //tools:make_shards -- --out=DIR "
+        "--fashion-mnist) and trains on the CPU");
   }
   if (o->data != "tasks" && (!o->shards.empty() || !o->sample_ledger.empty())) {
     return absl::InvalidArgumentError("--shards and --sample-ledger go with --data=tasks");
@@ -487,7 +488,7 @@ class ProgressLine {
   absl::Time last_ = absl::InfinitePast();
 };
 
-// --elastic: the data and what is this program's own go to RunElastic.
+// --elastic, --data=tasks: the data and what is the program's own go to RunElastic/RunTaskGroup.
 int RunElasticJob(const Options& o) {
   ElasticRun run;
   run.model = o.model;
@@ -526,7 +527,7 @@ int RunElasticJob(const Options& o) {
   };
   run.evaluate = Evaluate;
   run.param_hash = ParamHash;
-  return RunElastic(run);
+  return o.elastic ? RunElastic(run) : RunTaskGroup(run);  // --data=tasks in a static group
 }
 
 int Run(const Options& o) {
@@ -535,7 +536,7 @@ int Run(const Options& o) {
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));
-  if (o.elastic) return RunElasticJob(o);
+  if (o.elastic || o.data == "tasks") return RunElasticJob(o);
   Group group;
   if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
   const bool leader = group.rank == 0;

@@ -119,7 +119,6 @@ class Trainer {
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<TaskData> data_;  // --data=tasks
-  int64_t full_steps_ = 0;          // --data=tasks: Note [Step count]
   // --checkpoint-dir
   std::unique_ptr<checkpoint::CheckpointManager> checkpoints_;
   int64_t last_saved_step_ = -1;
@@ -282,43 +281,15 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
   return absl::OkStatus();
 }
 
-// Note [Step count]
-// Each step's loss is weighted by the rank's share of the step's samples (Note [Task positions],
-// step 5), so every rank must know the step's total before its backward. It is the global batch
-// whenever every rank reads its full share, which is every step but the last few of an epoch. So
-// the count is allreduced only now and then: with it each rank sends how many more full steps
-// the records of the tasks it already holds cover (records held / its share; 0 if this step was
-// short), and the minimum over ranks, the same on every rank, is how many following steps skip
-// the allreduce and count the global batch. Those steps cannot come up short: a rank reads its
-// held tasks before it asks for more (TaskData::Take), and held records only shrink by what the
-// steps take. A rollback or membership change starts a new generation, which sets the count back
-// to 0, as do short steps near an epoch's end, where the allreduce again runs every step (and a
-// total of 0 still ends the epoch). Only the weighting depends on it: what was read, and so the
-// ledger and exactly-once, do not.
 absl::Status Trainer::TaskStep(int64_t* global_size, double* loss_out) {
   TrainProgress& p = state_->progress();
   Communicator& comm = *group_->comm();
-  const int64_t mine = run_.batch / comm.size() + (comm.rank() < run_.batch % comm.size() ? 1 : 0);
-  Tensor images, labels;
-  ASSIGN_OR_RETURN(int64_t got, data_->Take(p.epoch, p.step + 1, mine, &images, &labels));
-  if (full_steps_ > 0) {  // Note [Step count]
-    --full_steps_;
-    if (got != mine) {
-      return absl::InternalError(absl::StrCat("--data=tasks: rank ", comm.rank(), " read ", got,
-                                              " samples in step ", p.step + 1,
-                                              " but had announced ", mine, " (Note [Step count])"));
-    }
-    *global_size = run_.batch;
-  } else {
-    // [the step's samples, then per rank the full steps its held tasks still cover]
-    ASSIGN_OR_RETURN(Tensor count, Tensor::Zeros({1 + comm.size()}, DType::kInt64));
-    int64_t* c = count.data<int64_t>();
-    c[0] = got;
-    c[1 + comm.rank()] = got == mine ? data_->RecordsHeld() / std::max<int64_t>(mine, 1) : 0;
-    RETURN_IF_ERROR(comm.Allreduce(count, ReduceOp::kSum)->Wait());
-    *global_size = c[0];
-    full_steps_ = *std::min_element(c + 1, c + 1 + comm.size());
-  }
+  // Note [Step count] in fashion_mnist_tasks.cc
+  ASSIGN_OR_RETURN(TaskData::StepSamples s, data_->TakeStep(comm, p.epoch, p.step + 1, run_.batch));
+  const int64_t got = s.got;
+  Tensor& images = s.images;
+  Tensor& labels = s.labels;
+  *global_size = s.global;
   *loss_out = 0;
   if (*global_size == 0) return absl::OkStatus();
   opt_->set_lr(schedule_->LrAt(p.step));
@@ -359,6 +330,7 @@ absl::Status Trainer::EpochTail(Communicator& comm, bool leader, bool* ended) {
   }
   RETURN_IF_ERROR(comm.Broadcast(verdict, 0)->Wait());
   *ended = verdict.data<int64_t>()[0] == 1;
+  if (*ended) data_->EpochEnded();
   return absl::OkStatus();
 }
 
@@ -368,7 +340,6 @@ absl::Status Trainer::Generation(const Membership& m) {
   RETURN_IF_ERROR(state_->Broadcast(comm, 0));
   dropout_->set_offset(static_cast<uint64_t>(state_->extras()["rng/dropout_offset"]));
   if (data_) {
-    full_steps_ = 0;
     RETURN_IF_ERROR(data_->StartGeneration(state_->extras(), state_->progress().epoch, m.generation,
                                            m.rank, m.size));
     RETURN_IF_ERROR(comm.Barrier()->Wait());  // every adoption is in before anyone asks

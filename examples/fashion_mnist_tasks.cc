@@ -150,6 +150,8 @@ absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& ext
                                        int64_t generation, int rank, int size) {
   held_.clear();
   ahead_epoch_ = -1;
+  full_steps_ = 0;
+  finishing_.clear();
   lines_.clear();
   committing_.clear();
   rank_ = rank;
@@ -162,6 +164,19 @@ absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& ext
   const int64_t open = get("data/open");
   if (open < 0 || open > kMaxOpen) {
     return absl::DataLossError(absl::StrCat("--data=tasks: the commit names ", open, " tasks"));
+  }
+  // Every used-up task of the commit is done once its adopter finishes it below: done() lists it
+  // on every rank (a checkpoint of rank 0 names it).
+  for (int64_t i = 0; i < open; ++i) {
+    const int64_t id = get(OpenKey(i, "id"));
+    if (id < 0 || id >= static_cast<int64_t>(master_->tasks().size())) {
+      return absl::DataLossError(absl::StrCat("--data=tasks: the commit names task ", id));
+    }
+    const data::TaskRange& r = master_->tasks()[static_cast<size_t>(id)];
+    if (get(OpenKey(i, "used")) == r.end - r.begin &&
+        std::find(done_.begin(), done_.end(), id) == done_.end()) {
+      done_.push_back(id);
+    }
   }
   std::vector<data::Task> used_up;
   for (int64_t i = rank; i < open; i += size) {
@@ -203,6 +218,46 @@ int64_t TaskData::RecordsHeld() const {
   int64_t left = 0;
   for (const Held& h : held_) left += h.size() - h.used;
   return left;
+}
+
+// Note [Step count]
+// Each step's loss is weighted by the rank's share of the step's samples (Note [Task positions],
+// step 5), so every rank must know the step's total before its backward. It is the global batch
+// whenever every rank reads its full share, which is every step but the last few of an epoch. So
+// the count is allreduced only now and then: with it each rank sends how many more full steps
+// the records of the tasks it already holds cover (records held / its share; 0 if this step was
+// short), and the minimum over ranks, the same on every rank, is how many following steps skip
+// the allreduce and count the global batch. Those steps cannot come up short: a rank reads its
+// held tasks before it asks for more (Take), and held records only shrink by what the steps
+// take. A new generation (StartGeneration) sets the count back to 0, as do short steps near an
+// epoch's end, where the allreduce again runs every step (and a total of 0 still ends the
+// epoch). Only the weighting depends on it: what was read, and so the ledger and exactly-once,
+// do not.
+absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int64_t epoch,
+                                                         int64_t step, int64_t global_batch) {
+  const int64_t mine =
+      global_batch / comm.size() + (comm.rank() < global_batch % comm.size() ? 1 : 0);
+  StepSamples s;
+  ASSIGN_OR_RETURN(s.got, Take(epoch, step, mine, &s.images, &s.labels));
+  if (full_steps_ > 0) {
+    --full_steps_;
+    if (s.got != mine) {
+      return absl::InternalError(absl::StrCat("--data=tasks: rank ", comm.rank(), " read ", s.got,
+                                              " samples in step ", step, " but had announced ",
+                                              mine, " (Note [Step count])"));
+    }
+    s.global = global_batch;
+    return s;
+  }
+  // [the step's samples, then per rank the full steps its held tasks still cover]
+  ASSIGN_OR_RETURN(Tensor count, Tensor::Zeros({1 + comm.size()}, DType::kInt64));
+  int64_t* c = count.data<int64_t>();
+  c[0] = s.got;
+  c[1 + comm.rank()] = s.got == mine ? RecordsHeld() / std::max<int64_t>(mine, 1) : 0;
+  RETURN_IF_ERROR(comm.Allreduce(count, ReduceOp::kSum)->Wait());
+  s.global = c[0];
+  full_steps_ = *std::min_element(c + 1, c + 1 + comm.size());
+  return s;
 }
 
 // Note [Task prefetch]
@@ -344,26 +399,48 @@ absl::Status TaskData::Exchange(Communicator& comm, std::map<std::string, int64_
     }
   }
   extras["data/open"] = open;
+  finishing_.clear();
+  for (int64_t i = 0; i < open; ++i) {
+    const int64_t id = extras[OpenKey(i, "id")];
+    const data::TaskRange& r = master_->tasks()[static_cast<size_t>(id)];
+    if (extras[OpenKey(i, "used")] == r.end - r.begin) finishing_.push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+std::string TaskData::CommittingLedger() const {
+  std::string text;
+  for (const Line& l : committing_) {
+    absl::StrAppendFormat(&text,
+                          "{\"epoch\": %d, \"step\": %d, \"generation\": %d, \"rank\": %d, "
+                          "\"samples\": [%s]}\n",
+                          l.epoch, l.step, generation_, l.rank, absl::StrJoin(l.ids, ", "));
+  }
+  return text;
+}
+
+absl::Status TaskData::AppendLedger(const std::string& text) {
+  if (ledger_ == nullptr || text.empty()) return absl::OkStatus();
+  if (std::fwrite(text.data(), 1, text.size(), ledger_) != text.size() ||
+      std::fflush(ledger_) != 0) {
+    return absl::InternalError(
+        absl::StrCat("--sample-ledger: write failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TaskData::RestoreDone(int64_t epoch, std::vector<int64_t> done, bool restore_master) {
+  if (restore_master) RETURN_IF_ERROR(master_->Restore(epoch, done));
+  done_ = std::move(done);
   return absl::OkStatus();
 }
 
 absl::Status TaskData::AfterCommit() {
   lines_.clear();
-  if (ledger_ != nullptr && !committing_.empty()) {
-    std::string text;
-    for (const Line& l : committing_) {
-      absl::StrAppendFormat(&text,
-                            "{\"epoch\": %d, \"step\": %d, \"generation\": %d, \"rank\": %d, "
-                            "\"samples\": [%s]}\n",
-                            l.epoch, l.step, generation_, l.rank, absl::StrJoin(l.ids, ", "));
-    }
-    if (std::fwrite(text.data(), 1, text.size(), ledger_) != text.size() ||
-        std::fflush(ledger_) != 0) {
-      return absl::InternalError(
-          absl::StrCat("--sample-ledger: write failed: ", std::strerror(errno)));
-    }
-  }
+  RETURN_IF_ERROR(AppendLedger(CommittingLedger()));
   committing_.clear();
+  done_.insert(done_.end(), finishing_.begin(), finishing_.end());
+  finishing_.clear();
   std::vector<data::Task> used_up;
   std::vector<Held> kept;
   for (Held& h : held_) {

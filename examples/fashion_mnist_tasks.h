@@ -5,8 +5,9 @@
 // (Note [Task positions] in fashion_mnist_tasks.cc). With a ledger directory every worker writes
 // the sample ids of every committed step there, for tools/ledger-check.
 //
-// The training loop (fashion_mnist_elastic.cc) calls, on every rank:
-//   StartGeneration after adopting the generation's commit; Take for each step's samples;
+// The training loops (fashion_mnist_elastic.cc; fashion_mnist_task_group.cc for a static group)
+// call, on every rank:
+//   StartGeneration after adopting the generation's commit; TakeStep for each step's samples;
 //   Exchange right before ElasticState::Commit and AfterCommit right after it; EndEpoch (rank 0
 //   only) when a step found no sample anywhere.
 // One training thread owns the object.
@@ -65,8 +66,19 @@ class TaskData {
   absl::StatusOr<int64_t> Take(int64_t epoch, int64_t step, int64_t n, Tensor* images,
                                Tensor* labels);
   // Records left in the tasks this rank holds: the next steps can take that many without asking
-  // the task master (Note [Step count] in fashion_mnist_elastic.cc).
+  // the task master (Note [Step count]).
   int64_t RecordsHeld() const;
+
+  // One synchronous step's samples: Take of this rank's share of `global_batch`, and the step's
+  // total over the ranks (Note [Step count]); `global` 0 when no rank had a sample (the epoch's
+  // tail, Note [Task positions] step 5). Collective now and then.
+  struct StepSamples {
+    Tensor images, labels;
+    int64_t got = 0;     // this rank's samples (0: images holds one dummy row)
+    int64_t global = 0;  // every rank's
+  };
+  absl::StatusOr<StepSamples> TakeStep(Communicator& comm, int64_t epoch, int64_t step,
+                                       int64_t global_batch);
 
   // Collective, right before ElasticState::Commit on every rank: gathers every rank's task
   // positions into `extras` (the same on every rank) and every rank's ledger lines since the
@@ -75,6 +87,19 @@ class TaskData {
   // Right after the commit: appends the gathered ledger lines and finishes the tasks the commit
   // consumed to the end.
   absl::Status AfterCommit();
+  // The ledger lines the last Exchange gathered (what AfterCommit appends), for a checkpoint.
+  std::string CommittingLedger() const;
+  // Appends ledger lines (from a checkpoint's CommittingLedger) to this worker's ledger file.
+  absl::Status AppendLedger(const std::string& text);
+
+  // Tasks of the epoch that a commit's AfterCommit finished, on any rank (the same list on every
+  // rank): with the commit's task positions, what a checkpoint needs to restore the task master
+  // (Note [Static task positions] in fashion_mnist_task_group.cc). EpochEnded clears it.
+  const std::vector<int64_t>& done() const { return done_; }
+  void EpochEnded() { done_.clear(); }
+  // Resuming from a checkpoint: done() becomes `done`, and with `restore_master` (one rank) the
+  // task master's queues become those of `epoch` with `done` done (TaskMaster::Restore).
+  absl::Status RestoreDone(int64_t epoch, std::vector<int64_t> done, bool restore_master);
 
   // See TaskMaster::EndEpoch: only when no rank holds a task (a step found no sample anywhere).
   absl::StatusOr<bool> EndEpoch(int64_t epoch) { return master_->EndEpoch(epoch); }
@@ -114,6 +139,9 @@ class TaskData {
   std::vector<Line> lines_;       // this rank's steps since the last commit
   std::vector<Line> committing_;  // every rank's, from the last Exchange
   std::FILE* ledger_ = nullptr;
+  int64_t full_steps_ = 0;          // Note [Step count]
+  std::vector<int64_t> done_;       // see done()
+  std::vector<int64_t> finishing_;  // every rank's used-up tasks of the last Exchange
 };
 
 }  // namespace paddle::examples

@@ -111,6 +111,18 @@ int IterationsFor(int iters, int64_t bytes) {
   return static_cast<int>(iters * factor);
 }
 
+int64_t NextSweepBytes(int64_t bytes, int64_t coarse_from) {
+  return bytes * (coarse_from > 0 && bytes >= coarse_from ? 4 : 2);
+}
+
+int BudgetedIterations(int iters, int64_t bytes, int64_t budget_bytes, bool warmup) {
+  const int plain = IterationsFor(iters, bytes);
+  if (budget_bytes <= 0 || bytes <= budget_bytes || iters <= 0) return plain;
+  const int floor = std::min(iters, warmup ? 1 : kMinBudgetIters);
+  const int64_t scaled = static_cast<int64_t>(iters) * budget_bytes / bytes;
+  return static_cast<int>(std::clamp<int64_t>(scaled, floor, plain));
+}
+
 void FillInput(DType dtype, uint64_t seed, int rank, int64_t begin, int64_t count, void* dst) {
   std::vector<uint32_t> words(static_cast<size_t>(std::min(count, kChunk)));
   for (int64_t done = 0; done < count; done += kChunk) {

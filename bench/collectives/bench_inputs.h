@@ -37,6 +37,25 @@ bool ParseBenchOp(absl::string_view name, BenchOp* op);
 // mean. Every implementation (ours and the peers) uses this rule, so they run the same counts.
 int IterationsFor(int iters, int64_t bytes);
 
+// Note [Sweep budget]: full sweeps to 256 MiB would spend nearly all their time on the largest
+// sizes (each doubling doubles the time of every operation). Two opt-in rules bound that, and
+// every implementation (ours, the MPI and PyTorch peers) applies them from its flags alone, never
+// from a clock, so all ranks of a run agree on every size and count:
+//   - `coarse_from` > 0: sizes step by 4x instead of 2x once they reach it (NextSweepBytes);
+//   - `budget_bytes` > 0: a size above it runs iters x budget_bytes / bytes operations, at least
+//     kMinBudgetIters (or `iters` when smaller), and warmups alike, at least one (OSU's smaller
+//     iteration count for large messages), so each size moves about iters x budget_bytes bytes.
+// 0 for either keeps the plain rule (powers of two, IterationsFor). Two is enough where the floor
+// applies (64 MiB and up with a 4 MiB budget): one operation there takes 0.1 s or more, far above
+// a scheduler stall, and the spread comes from the rounds.
+constexpr int kMinBudgetIters = 2;
+
+// The next size of a sweep after `bytes` (Note [Sweep budget]).
+int64_t NextSweepBytes(int64_t bytes, int64_t coarse_from);
+
+// IterationsFor, then capped by `budget_bytes` (Note [Sweep budget]); `warmup` selects the floor.
+int BudgetedIterations(int iters, int64_t bytes, int64_t budget_bytes, bool warmup);
+
 // Writes elements [begin, begin + count) of `rank`'s input into `dst`.
 void FillInput(DType dtype, uint64_t seed, int rank, int64_t begin, int64_t count, void* dst);
 

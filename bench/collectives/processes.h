@@ -1,5 +1,6 @@
 // Child processes of the collectives benchmark: our own workers (this binary re-executed), the
-// PyTorch peer (N python3 processes) and the MPI peer (one mpirun).
+// PyTorch peer (N python3 processes) and the MPI peer (one mpirun), started by
+// paddle/testing/child_processes.h (which also gives SelfPath and FreeLoopbackPort).
 //
 // Each child's stdout, where it prints its result rows, goes to a temporary file that is read
 // back when it exits; its stderr is the benchmark's own, so logs and errors show up as they
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "paddle/testing/child_processes.h"
 
 namespace paddle {
 namespace bench {
@@ -28,14 +30,20 @@ struct ProcessOutcome {
 };
 
 // Starts every spec at once and waits for all of them, at most `limit`.
-std::vector<ProcessOutcome> RunProcesses(const std::vector<ProcessSpec>& specs,
-                                         absl::Duration limit);
-
-// The path of this executable (/proc/self/exe).
-std::string SelfPath();
-
-// A loopback port nobody listens on right now (another process may take it before it is used).
-int FreeLoopbackPort();
+inline std::vector<ProcessOutcome> RunProcesses(const std::vector<ProcessSpec>& specs,
+                                                absl::Duration limit) {
+  std::vector<ChildSpec> children(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    children[i] = {specs[i].argv, specs[i].env, /*capture_stderr=*/false,
+                   /*own_process_group=*/true};
+  }
+  std::vector<ChildProcess> done = RunChildren(children, limit);
+  std::vector<ProcessOutcome> outcomes(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    outcomes[i] = {done[i].exit_code, done[i].Output()};
+  }
+  return outcomes;
+}
 
 }  // namespace bench
 }  // namespace paddle

@@ -63,8 +63,8 @@ absl::Status RunSize(const SweepConfig& config, int rank, Communicator& comm, in
   };
   fill();
   const int64_t bytes = count * static_cast<int64_t>(DTypeSize(config.dtype));
-  const int iters = IterationsFor(config.iters, bytes);
-  const int warmup = IterationsFor(config.warmup, bytes);
+  const int iters = BudgetedIterations(config.iters, bytes, config.budget_bytes, false);
+  const int warmup = BudgetedIterations(config.warmup, bytes, config.budget_bytes, true);
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(RunOnce(config, comm, b));
   RETURN_IF_ERROR(comm.Barrier()->Wait());
   // Each iteration is timed too: the mean (what nccl-tests reports) hides whether every
@@ -95,7 +95,8 @@ std::vector<int64_t> SweepCounts(const SweepConfig& config) {
   std::vector<int64_t> counts;
   const int64_t size = static_cast<int64_t>(DTypeSize(config.dtype));
   const bool split = SplitsByRank(config.op);
-  for (int64_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 2) {
+  for (int64_t bytes = config.min_bytes; bytes <= config.max_bytes;
+       bytes = NextSweepBytes(bytes, config.coarse_from)) {
     int64_t count = bytes / size;
     if (split) count -= count % config.nproc;
     if (count > 0 && (counts.empty() || counts.back() != count)) counts.push_back(count);

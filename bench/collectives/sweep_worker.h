@@ -33,11 +33,14 @@ struct SweepConfig {
   int64_t max_bytes = 256 << 20;
   int iters = 20;
   int warmup = 5;
+  int64_t coarse_from = 0;   // sizes step 4x from here (0: never); Note [Sweep budget]
+  int64_t budget_bytes = 0;  // fewer iterations above this size (0: never); the same note
   uint64_t seed = 1;
   absl::Duration op_timeout = absl::Seconds(300);  // each collective
 };
 
-// The element counts of the sweep: `bytes` from min_bytes to max_bytes by powers of two, as
+// The element counts of the sweep: `bytes` from min_bytes to max_bytes by powers of two (by 4x
+// from coarse_from, Note [Sweep budget] in bench_inputs.h), as
 // elements of `dtype`; allgather, reduce_scatter and alltoall round down to a multiple of nproc.
 // Sizes that come to no element are skipped.
 std::vector<int64_t> SweepCounts(const SweepConfig& config);

@@ -15,11 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle/collective/communicator.h"
-#include "paddle/collective/reducer/sparse_exchange.h"
 #include "paddle/collective/store/hash_store.h"
 #include "paddle/core/autograd/sparse_rows.h"
 #include "paddle/core/philox.h"
 #include "paddle/core/status.h"
+#include "paddle/parallel/reducer/sparse_exchange.h"
 
 namespace paddle {
 namespace {

@@ -91,6 +91,20 @@ def iterations_for(iters, nbytes):
     return iters * factor
 
 
+def budgeted_iterations(iters, nbytes, budget_bytes, warmup):
+    """bench_inputs.h BudgetedIterations (Note [Sweep budget]): fewer runs above budget_bytes."""
+    plain = iterations_for(iters, nbytes)
+    if budget_bytes <= 0 or nbytes <= budget_bytes or iters <= 0:
+        return plain
+    floor = min(iters, 1 if warmup else 2)
+    return min(max(iters * budget_bytes // nbytes, floor), plain)
+
+
+def next_sweep_bytes(nbytes, coarse_from):
+    """bench_inputs.h NextSweepBytes: 4x steps from coarse_from (0: never)."""
+    return nbytes * (4 if 0 < coarse_from <= nbytes else 2)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nproc", type=int, required=True)
@@ -98,6 +112,8 @@ def main():
     parser.add_argument("--max-bytes", type=int, required=True)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--coarse-from", type=int, default=0)
+    parser.add_argument("--budget-bytes", type=int, default=0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dtype", default="float32", choices=sorted(_DTYPES))
     parser.add_argument("--op", default="allreduce",
@@ -119,7 +135,7 @@ def main():
     previous = 0
     while bytes_ <= args.max_bytes:
         count = bytes_ // element
-        bytes_ *= 2
+        bytes_ = next_sweep_bytes(bytes_, args.coarse_from)
         if split:
             count -= count % size
         if count == 0 or count == previous:
@@ -142,8 +158,8 @@ def main():
             else:
                 dist.all_to_all_single(out, data)
 
-        iters = iterations_for(args.iters, count * element)
-        for _ in range(iterations_for(args.warmup, count * element)):
+        iters = budgeted_iterations(args.iters, count * element, args.budget_bytes, False)
+        for _ in range(budgeted_iterations(args.warmup, count * element, args.budget_bytes, True)):
             once()
         dist.barrier()
         iteration_us = []

@@ -11,7 +11,8 @@ allreduce), to measure what synchronization costs.
 (cosine decay from --lr to 0 over all steps; a single pass keeps --lr constant, as before),
 evaluates rank 0's replica on --test-samples after every epoch (not timed) and adds
 "epoch_accuracy" and "epoch_train_s" (the training time of each epoch, every rank done), from
-which tools/bench-report reads the time to a target accuracy.
+which tools/bench-report reads the time to a target accuracy; rank 0 also prints
+{"epoch": E, "accuracy": A, "train_s": T} as each epoch ends.
 
 --device=cuda (or cuda:N) trains on the GPU (data moved there once, before timing; the clock stops
 after torch.cuda.synchronize()); --test-samples=N adds "test_accuracy" on the first N test images.
@@ -183,6 +184,10 @@ def main():
             train_s.append(time.perf_counter() - start)
             if rank == 0:
                 accuracies.append(evaluate())
+                # One line per epoch, as examples/fashion_mnist prints: tools/bench-report stops
+                # a time-to-accuracy run once the target is reached (the rest cannot change it).
+                print(json.dumps({"epoch": epoch + 1, "accuracy": accuracies[-1],
+                                  "train_s": train_s[-1]}), flush=True)
         result.update(samples_per_s=done / sum(train_s), epoch_train_s=train_s,
                       epoch_accuracy=accuracies)
         if rank == 0:

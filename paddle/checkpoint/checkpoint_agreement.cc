@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "paddle/collective/reducer/device_memory.h"
 #include "paddle/core/status.h"
+#include "paddle/parallel/reducer/device_memory.h"
 
 namespace paddle {
 namespace checkpoint {

@@ -24,13 +24,18 @@
 // What must agree: the operation, its sequence number, dtype, element count, root and reduce op,
 // and a hash of any count vector every rank passes alike (allgatherv). Where counts legitimately
 // differ per rank (alltoallv) the stamp a rank sends to a peer carries what it sends that peer
-// and what it expects from it, and the peer checks them crosswise. Only ranks that exchange
-// messages compare stamps, so a rank that moves no data at all in a call (an empty tensor) is not
-// compared, and calls whose message patterns wait on each other in a cycle that crosses no
-// mismatched pair (seen with three ranks over TCP: a broadcast from rank 2 against a
-// recursive-doubling allreduce) go unseen: they end at the timeout, whose error says that another
-// collective looks the same. Point-to-point calls are not stamped: the transport already checks
-// their sizes. Stamps are raw bytes in host order: every rank runs the same build.
+// and what it expects from it, and the peer checks them crosswise. Stamps that ride with messages
+// are compared only by ranks that receive from each other, so over a transport every call also
+// sends its stamp around the ring of all ranks (Note [Ring stamp] in
+// algorithms/algorithm_context.h), compared when it has arrived and never waited for on the fast
+// path: that catches a rank that moves no data (an empty tensor) and calls whose message
+// patterns wait on each other in a cycle that crosses no mismatched pair (three ranks over TCP:
+// a broadcast from rank 1 against a recursive-doubling allreduce), which otherwise ended at the
+// timeout. A call that every rank completes (roots that differ in a ring broadcast) may return
+// before the ring stamp is compared; one of the next calls fails then. On the node workspace an
+// empty call takes one round that only compares stamps. Point-to-point calls are not stamped:
+// the transport already checks their sizes. Stamps are raw bytes in host order: every rank runs
+// the same build.
 #ifndef PADDLE_COLLECTIVE_CALL_STAMP_H_
 #define PADDLE_COLLECTIVE_CALL_STAMP_H_
 

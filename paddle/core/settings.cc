@@ -212,7 +212,7 @@ const Setting kSettings[] = {
      .reader = R::kLibrary,
      .default_text = "the host name's address if not loopback, else 127.0.0.1",
      .meaning = "the interface (eth0) or address the TCP transport and Gloo listen on",
-     .see = "paddle/collective/transport/tcp/socket_address.h",
+     .see = "paddle/collective/net/socket_address.h",
      .details = "an interface name (eth0) or a literal address of this host (10.0.0.2, ::1); "
                 "TransportOptions.interface_name wins over it",
      .also_launcher = true},
@@ -306,6 +306,18 @@ const Setting kSettings[] = {
                 "shm: all ranks must share one host; ucx: UCX between ranks plus the node "
                 "workspace. CommunicatorOptions.transport wins over it",
      .choices = "auto,tcp,shm,ucx"},
+    {.name = "PADDLE_TUNING_PARAMS",
+     .type = T::kString,
+     .reader = R::kLibrary,
+     .default_text = "the measured allreduce table",
+     .meaning = "a file from `tools/simulate tune --emit` whose fitted cost model picks the "
+                "native backend's allreduce algorithm per size",
+     .see = "docs/simulator.md",
+     .details = "rank 0 takes the file's link for the transport found at start-up (tcp, shm, "
+                "ucx; @R entries for R ranks per host preferred) and publishes it to the group; "
+                "without an entry for that transport the table applies. PADDLE_ALGO still "
+                "forces one algorithm. A malformed file is an error naming the file, line and "
+                "field"},
     {.name = "PADDLE_UCX_LIBRARY",
      .type = T::kString,
      .reader = R::kLibrary,

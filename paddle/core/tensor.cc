@@ -269,7 +269,7 @@ absl::StatusOr<Tensor> Tensor::Clone() const {
   }
   absl::StatusOr<Tensor> copy = Empty(shape_, dtype_);
   if (!copy.ok()) return copy.status();
-  absl::Status s = copy->CopyFrom(*this);
+  absl::Status s = copy->CopyElementsFrom(*this);  // a fresh tensor: version 0
   if (!s.ok()) return s;
   return copy;
 }
@@ -287,6 +287,12 @@ void CopyRow(char* dst, int64_t dst_step, const char* src, int64_t src_step, int
 }  // namespace
 
 absl::Status Tensor::CopyFrom(const Tensor& src) {
+  absl::Status s = CopyElementsFrom(src);
+  if (s.ok()) BumpVersion();  // Note [Version counters]
+  return s;
+}
+
+absl::Status Tensor::CopyElementsFrom(const Tensor& src) {
   if (!defined() || !src.defined()) {
     return absl::FailedPreconditionError("CopyFrom with an undefined tensor");
   }

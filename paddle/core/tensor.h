@@ -94,13 +94,23 @@ class Tensor {
   // A contiguous deep copy (CPU).
   absl::StatusOr<Tensor> Clone() const;
   // Copies `src` element by element into this tensor: same shape and dtype, any strides (CPU).
+  // Bumps the version (Note [Version counters] in storage.h).
   absl::Status CopyFrom(const Tensor& src);
+
+  // Note [Version counters] in storage.h: in-place writes to the storage so far (0 when
+  // undefined); an API that writes into an existing tensor calls BumpVersion.
+  uint64_t version() const { return storage_ ? storage_->version() : 0; }
+  void BumpVersion() const {
+    if (storage_) storage_->BumpVersion();
+  }
 
   // "float32[2, 3] on cpu"
   std::string ToString() const;
 
  private:
   absl::StatusOr<int> NormalizeDim(int dim, const char* op) const;
+  // CopyFrom without the version bump (Clone fills a tensor nobody else sees).
+  absl::Status CopyElementsFrom(const Tensor& src);
 
   std::shared_ptr<Storage> storage_;
   Shape shape_;

@@ -532,6 +532,40 @@ absl::StatusOr<bool> TaskMaster::EndEpoch(int64_t epoch) {
   return ended;
 }
 
+absl::Status TaskMaster::Restore(int64_t epoch, absl::Span<const int64_t> done) {
+  const auto n = static_cast<int64_t>(tasks_.size());
+  std::vector<bool> is_done(tasks_.size(), false);
+  for (int64_t id : done) {
+    if (epoch < 0 || id < 0 || id >= n || is_done[id]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TaskMaster::Restore: epoch ", epoch, ", task ", id, " of ", n,
+                       " (each done task once, each in [0, ", n, "))"));
+    }
+    is_done[id] = true;
+  }
+  if (epoch < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("TaskMaster::Restore: epoch ", epoch));
+  }
+  return Transact("Restore", [&](State& st) {
+    st.epoch = epoch;
+    st.pending.clear();
+    st.done.assign(done.begin(), done.end());
+    st.todo.clear();
+    for (int64_t i = 0; i < n; ++i) st.todo.push_back(i);
+    Shuffle(st.todo, options_.seed, epoch);
+    st.todo.erase(std::remove_if(st.todo.begin(), st.todo.end(),
+                                 [&](int64_t id) {
+                                   if (is_done[id]) return true;
+                                   for (const auto& a : st.aside) {
+                                     if (a.first == id) return true;
+                                   }
+                                   return false;
+                                 }),
+                  st.todo.end());
+    return true;
+  });
+}
+
 absl::StatusOr<TaskMasterState> TaskMaster::GetState() {
   TaskMasterState out;
   RETURN_IF_ERROR(Transact("GetState", [&](State& st) {

@@ -138,6 +138,13 @@ class TaskMaster {
   // and the answer is false (ask again).
   absl::StatusOr<bool> EndEpoch(int64_t epoch);
 
+  // For a trainer resuming from a checkpoint that recorded which tasks of `epoch` were done
+  // (Note [Static task positions] in examples/fashion_mnist_task_group.cc): the queues become
+  // those of `epoch` with `done` done, nothing pending and every other task in todo in the epoch's
+  // order, whatever the store held. Set-aside tasks and failure counts stay. kInvalidArgument for
+  // a negative epoch or an id out of range or repeated.
+  absl::Status Restore(int64_t epoch, absl::Span<const int64_t> done);
+
   absl::StatusOr<TaskMasterState> GetState();
 
   const std::vector<TaskRange>& tasks() const { return tasks_; }

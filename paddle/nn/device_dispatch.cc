@@ -116,6 +116,7 @@ absl::StatusOr<Tensor> MoveTensor(const Tensor& t, Device device) {
 absl::Status CopyInto(const Tensor& src, Tensor& dst) {
   if (src.device().is_cpu() && dst.device().is_cpu()) return dst.CopyFrom(src);
 #if PADDLE_WITH_CUDA
+  dst.BumpVersion();  // Note [Version counters] in paddle/core/storage.h (CopyFrom bumps on CPU)
   return CopyTensor(src, dst, ops::cuda::CurrentStream());
 #else
   return absl::FailedPreconditionError(

@@ -32,6 +32,17 @@ thread_local bool autocast_bf16 = false;
 
 const Tensor* OrNull(const Variable& v) { return v.defined() ? &v.data() : nullptr; }
 
+// Note [Saved tensor versions]: the backward of a two-input product (mul, linear, conv2d) reads
+// a for b's gradient and b for a's, so each is declared only when the other needs a gradient,
+// as PyTorch saves them (a step on w before the backward of x * w with x constant is fine).
+std::vector<autograd::SavedTensor> SavedPair(const char* what_a, const Variable& a,
+                                             const char* what_b, const Variable& b) {
+  std::vector<autograd::SavedTensor> saved;
+  if (b.requires_grad()) saved.emplace_back(what_a, a.data());
+  if (a.requires_grad()) saved.emplace_back(what_b, b.data());
+  return saved;
+}
+
 // The operations whose CUDA kernels are not wired in yet.
 absl::Status NotOnCuda(const char* op, Device device) {
   return absl::UnimplementedError(absl::StrCat(
@@ -98,6 +109,7 @@ absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Vari
   bool need_db = b.defined();
   return RecordOperation(
       std::move(y), "linear", {x.GradientEdge(), w.GradientEdge(), b.GradientEdge()},
+      SavedPair("input x", x, "input w", w),
       [xv = x.data(), wv = w.data(), need_dx, need_db](const Tensor& g) -> Grads {
         ASSIGN_OR_RETURN(cpu::LinearGrads d, cpu::LinearBackward(xv, wv, g, need_dx, need_db));
         return std::vector<Tensor>{d.dx, d.dw, d.db};
@@ -114,6 +126,7 @@ absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& w, const Vari
   bool need_db = b.defined();
   return RecordOperation(
       std::move(y), "conv2d", {x.GradientEdge(), w.GradientEdge(), b.GradientEdge()},
+      SavedPair("input x", x, "input w", w),
       [xv = x.data(), wv = w.data(), options, need_dx, need_db](const Tensor& g) -> Grads {
         ASSIGN_OR_RETURN(cpu::Conv2dGrads d,
                          cpu::Conv2dBackward(xv, wv, g, options, need_dx, need_db));
@@ -126,7 +139,7 @@ absl::StatusOr<Variable> MaxPool2d(const Variable& x, const cpu::Pool2dOptions& 
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::MaxPool2d(x, options));
   ASSIGN_OR_RETURN(cpu::MaxPool2dResult r, cpu::MaxPool2dForward(x.data(), options));
   Tensor y = r.y;
-  return RecordOperation(std::move(y), "max_pool2d", {x.GradientEdge()},
+  return RecordOperation(std::move(y), "max_pool2d", {x.GradientEdge()}, {{"input x", x.data()}},
                          [xv = x.data(), r = std::move(r), options](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dx, cpu::MaxPool2dBackward(xv, r, g, options));
                            return std::vector<Tensor>{dx};
@@ -148,7 +161,7 @@ absl::StatusOr<Variable> Relu(const Variable& x) {
   ASSIGN_OR_RETURN(Device device, OpDevice("relu", {{"x", &x.data()}}));
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Relu(x));
   ASSIGN_OR_RETURN(Tensor y, cpu::ReluForward(x.data()));
-  return RecordOperation(y, "relu", {x.GradientEdge()}, [y](const Tensor& g) -> Grads {
+  return RecordOperation(y, "relu", {x.GradientEdge()}, {{"output", y}}, [y](const Tensor& g) -> Grads {
     ASSIGN_OR_RETURN(Tensor dx, cpu::ReluBackward(y, g));
     return std::vector<Tensor>{dx};
   });
@@ -158,7 +171,7 @@ absl::StatusOr<Variable> Gelu(const Variable& x) {
   ASSIGN_OR_RETURN(Device device, OpDevice("gelu", {{"x", &x.data()}}));
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Gelu(x));
   ASSIGN_OR_RETURN(Tensor y, cpu::GeluForward(x.data()));
-  return RecordOperation(std::move(y), "gelu", {x.GradientEdge()},
+  return RecordOperation(std::move(y), "gelu", {x.GradientEdge()}, {{"input x", x.data()}},
                          [xv = x.data()](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dx, cpu::GeluBackward(xv, g));
                            return std::vector<Tensor>{dx};
@@ -183,6 +196,10 @@ absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& gamma, con
     return RecordOperation(
         std::move(y), "batch_norm_eval",
         {x.GradientEdge(), gamma.GradientEdge(), beta.GradientEdge()},
+        {{"input x", x.data()},
+         {"input gamma", gamma.data()},
+         {"running_mean", *running_mean},
+         {"running_var", *running_var}},
         [xv = x.data(), gv = gamma.data(), mean = *running_mean, var = *running_var, eps](
             const Tensor& g) -> Grads { return BatchNormEvalBackward(xv, gv, mean, var, eps, g); });
   }
@@ -192,6 +209,7 @@ absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& gamma, con
   Tensor y = r.y;
   return RecordOperation(
       std::move(y), "batch_norm", {x.GradientEdge(), gamma.GradientEdge(), beta.GradientEdge()},
+      {{"input x", x.data()}, {"input gamma", gamma.data()}},
       [xv = x.data(), gv = gamma.data(), mean = r.save_mean,
        invstd = r.save_invstd](const Tensor& g) -> Grads {
         ASSIGN_OR_RETURN(cpu::BatchNormGrads d, cpu::BatchNormBackward(xv, gv, mean, invstd, g));
@@ -219,7 +237,7 @@ absl::StatusOr<Variable> SoftmaxCrossEntropy(const Variable& logits, const Tenso
   ASSIGN_OR_RETURN(cpu::SoftmaxCrossEntropyResult r,
                    cpu::SoftmaxCrossEntropyForward(logits.data(), labels));
   return RecordOperation(std::move(r.loss), "softmax_cross_entropy", {logits.GradientEdge()},
-                         [probs = r.probs, labels](const Tensor& g) -> Grads {
+                         {{"input labels", labels}}, [probs = r.probs, labels](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dx, cpu::SoftmaxCrossEntropyBackward(
                                                            probs, labels, *g.data<float>()));
                            return std::vector<Tensor>{dx};
@@ -260,7 +278,7 @@ absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Mul(a, b));
   ASSIGN_OR_RETURN(Tensor y, cpu::Mul(a.data(), b.data()));
   return RecordOperation(std::move(y), "mul", {a.GradientEdge(), b.GradientEdge()},
-                         [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
+                         SavedPair("input a", a, "input b", b), [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor da, cpu::Mul(g, bv));
                            ASSIGN_OR_RETURN(Tensor db, cpu::Mul(g, av));
                            return std::vector<Tensor>{da, db};
@@ -273,7 +291,7 @@ absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& indices
   if (device.is_cuda()) return NotOnCuda("embedding", device);
   ASSIGN_OR_RETURN(Tensor y, cpu::EmbeddingForward(weight.data(), indices));
   return RecordOperation(std::move(y), "embedding", {weight.GradientEdge()},
-                         [indices, rows = weight.shape()[0]](const Tensor& g) -> Grads {
+                         {{"input indices", indices}}, [indices, rows = weight.shape()[0]](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dw, cpu::EmbeddingBackward(indices, g, rows));
                            return std::vector<Tensor>{dw};
                          });

@@ -30,6 +30,17 @@ namespace gpu = ops::cuda;
 
 const Tensor* OrNull(const Variable& v) { return v.defined() ? &v.data() : nullptr; }
 
+// Note [Saved tensor versions]: the backward of a two-input product (mul, linear, conv2d) reads
+// a for b's gradient and b for a's, so each is declared only when the other needs a gradient,
+// as PyTorch saves them (a step on w before the backward of x * w with x constant is fine).
+std::vector<autograd::SavedTensor> SavedPair(const char* what_a, const Variable& a,
+                                             const char* what_b, const Variable& b) {
+  std::vector<autograd::SavedTensor> saved;
+  if (b.requires_grad()) saved.emplace_back(what_a, a.data());
+  if (a.requires_grad()) saved.emplace_back(what_b, b.data());
+  return saved;
+}
+
 absl::StatusOr<Tensor> CastIfDefined(const Tensor& t, DType to) {
   if (!t.defined()) return t;
   return Cast(t, to);
@@ -79,6 +90,7 @@ absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Vari
     ASSIGN_OR_RETURN(Tensor y, gpu::LinearForward(x.data(), w.data(), OrNull(b)));
     return RecordOperation(
         std::move(y), "linear", {x.GradientEdge(), w.GradientEdge(), b.GradientEdge()},
+        SavedPair("input x", x, "input w", w),
         [xv = x.data(), wv = w.data(), need_dx, need_db](const Tensor& g) -> Grads {
           ASSIGN_OR_RETURN(gpu::LinearGrads d, gpu::LinearBackward(xv, wv, g, need_dx, need_db));
           return std::vector<Tensor>{d.dx, d.dw, d.db};
@@ -90,6 +102,8 @@ absl::StatusOr<Variable> Linear(const Variable& x, const Variable& w, const Vari
   ASSIGN_OR_RETURN(Tensor bh, CastIfDefined(b.defined() ? b.data() : Tensor(), kHalf));
   ASSIGN_OR_RETURN(Tensor yh, gpu::LinearForward(xh, wh, bh.defined() ? &bh : nullptr));
   ASSIGN_OR_RETURN(Tensor y, Cast(yh, DType::kFloat32));
+  // Saves private bf16 copies of x and w, which no in-place write can reach: nothing to declare
+  // (Note [Saved tensor versions]).
   return RecordOperation(
       std::move(y), "linear_bf16", {x.GradientEdge(), w.GradientEdge(), b.GradientEdge()},
       [xh, wh, need_dx, need_db](const Tensor& g) -> Grads {
@@ -109,6 +123,7 @@ absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& w, const Vari
   const bool need_db = b.defined();
   return RecordOperation(
       std::move(y), "conv2d", {x.GradientEdge(), w.GradientEdge(), b.GradientEdge()},
+      SavedPair("input x", x, "input w", w),
       [xv = x.data(), wv = w.data(), options, need_dx, need_db](const Tensor& g) -> Grads {
         ASSIGN_OR_RETURN(gpu::Conv2dGrads d,
                          gpu::Conv2dBackward(xv, wv, g, options, need_dx, need_db));
@@ -119,7 +134,7 @@ absl::StatusOr<Variable> Conv2d(const Variable& x, const Variable& w, const Vari
 absl::StatusOr<Variable> MaxPool2d(const Variable& x, const ops::cpu::Pool2dOptions& options) {
   ASSIGN_OR_RETURN(gpu::MaxPool2dResult r, gpu::MaxPool2dForward(x.data(), options));
   Tensor y = r.y;
-  return RecordOperation(std::move(y), "max_pool2d", {x.GradientEdge()},
+  return RecordOperation(std::move(y), "max_pool2d", {x.GradientEdge()}, {{"input x", x.data()}},
                          [xv = x.data(), r = std::move(r), options](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dx, gpu::MaxPool2dBackward(xv, r, g, options));
                            return std::vector<Tensor>{dx};
@@ -156,6 +171,7 @@ absl::StatusOr<Variable> BatchNorm(const Variable& x, const Variable& gamma, con
   Tensor y = r.y;
   return RecordOperation(
       std::move(y), "batch_norm", {x.GradientEdge(), gamma.GradientEdge(), beta.GradientEdge()},
+      {{"input x", x.data()}, {"input gamma", gamma.data()}},
       [xv = x.data(), gv = gamma.data(), mean = r.save_mean,
        invstd = r.save_invstd](const Tensor& g) -> Grads {
         ASSIGN_OR_RETURN(gpu::BatchNormGrads d, gpu::BatchNormBackward(xv, gv, mean, invstd, g));
@@ -175,7 +191,7 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, uint64_t seed, uin
 
 absl::StatusOr<Variable> Relu(const Variable& x) {
   ASSIGN_OR_RETURN(Tensor y, gpu::ReluForward(x.data()));
-  return RecordOperation(y, "relu", {x.GradientEdge()}, [y](const Tensor& g) -> Grads {
+  return RecordOperation(y, "relu", {x.GradientEdge()}, {{"output", y}}, [y](const Tensor& g) -> Grads {
     ASSIGN_OR_RETURN(Tensor dx, gpu::ReluBackward(y, g));
     return std::vector<Tensor>{dx};
   });
@@ -183,7 +199,7 @@ absl::StatusOr<Variable> Relu(const Variable& x) {
 
 absl::StatusOr<Variable> Gelu(const Variable& x) {
   ASSIGN_OR_RETURN(Tensor y, gpu::GeluForward(x.data()));
-  return RecordOperation(std::move(y), "gelu", {x.GradientEdge()},
+  return RecordOperation(std::move(y), "gelu", {x.GradientEdge()}, {{"input x", x.data()}},
                          [xv = x.data()](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dx, gpu::GeluBackward(xv, g));
                            return std::vector<Tensor>{dx};
@@ -195,7 +211,7 @@ absl::StatusOr<Variable> SoftmaxCrossEntropy(const Variable& logits, const Tenso
                    gpu::SoftmaxCrossEntropyForward(logits.data(), labels));
   return RecordOperation(
       std::move(r.loss), "softmax_cross_entropy", {logits.GradientEdge()},
-      [probs = r.probs, labels](const Tensor& g) -> Grads {
+      {{"input labels", labels}}, [probs = r.probs, labels](const Tensor& g) -> Grads {
         // The loss gradient is a one-element CUDA tensor (1 from Backward()); the kernel takes
         // it as a host scalar, so it is read back (a 4-byte synchronous copy per step).
         ASSIGN_OR_RETURN(Tensor host, ToDevice(g, Device::Cpu(), gpu::CurrentStream()));
@@ -221,7 +237,7 @@ absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
 absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
   ASSIGN_OR_RETURN(Tensor y, gpu::Mul(a.data(), b.data()));
   return RecordOperation(std::move(y), "mul", {a.GradientEdge(), b.GradientEdge()},
-                         [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
+                         SavedPair("input a", a, "input b", b), [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor da, gpu::Mul(g, bv));
                            ASSIGN_OR_RETURN(Tensor db, gpu::Mul(g, av));
                            return std::vector<Tensor>{da, db};

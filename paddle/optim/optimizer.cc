@@ -184,6 +184,7 @@ absl::Status Optimizer::Step() {
                                                            updated[i]->var.name(), "' on ",
                                                            u.value.device().ToString())));
     }
+    u.value.BumpVersion();  // Note [Version counters] in paddle/core/storage.h
     ++updated[i]->step;
   }
   for (RowUpdate& r : row_updates) {
@@ -191,6 +192,7 @@ absl::Status Optimizer::Step() {
     if (r.grad.size() > 0) {
       Update(ParamUpdate{r.value_rows, r.grad.rows, &r.slot_rows, p.step + 1, p.excluded});
       ScatterRows(r);
+      p.var.data().BumpVersion();
     }
     ++p.step;
   }

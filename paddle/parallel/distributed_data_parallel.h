@@ -4,7 +4,7 @@
 // Create() checks that every rank built the same model (Note [Model agreement]) and copies rank 0's
 // parameters and buffers to every rank, so all replicas start identical. Each rank then runs the
 // forward pass on its own slice of the batch; Backward() runs the backward pass while a Reducer
-// (paddle/collective/reducer/reducer.h) averages the gradients over ranks in buckets, so after it
+// (paddle/parallel/reducer/reducer.h) averages the gradients over ranks in buckets, so after it
 // every replica holds the same gradient and the same optimizer step keeps them identical. With
 // equal local batches and a loss that is a mean over the local batch, that average equals the
 // gradient of the whole batch on one process.
@@ -16,7 +16,7 @@
 //
 // Sparse parameters (nn::Embedding with sparse = true) are averaged outside the buckets, by
 // allgather of the touched rows or a dense allreduce when that is cheaper (Note [Sparse
-// parameters] in paddle/collective/reducer/reducer.h); after Backward() their sparse_grad() holds
+// parameters] in paddle/parallel/reducer/reducer.h); after Backward() their sparse_grad() holds
 // the average. They must be on the CPU.
 //
 // Note [DDP devices]: the module may live on the CPU or on one CUDA device (Module::To before
@@ -35,9 +35,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "paddle/collective/communicator.h"
-#include "paddle/collective/reducer/reducer.h"
 #include "paddle/core/autograd/variable.h"
 #include "paddle/nn/module.h"
+#include "paddle/parallel/reducer/reducer.h"
 
 namespace paddle {
 
@@ -47,7 +47,7 @@ struct DdpOptions {
   std::string compression = "none";  // "none" | "fp16" | "bf16" (Note [Gradient compression])
   bool find_unused_parameters = false;
   absl::Duration timeout = absl::ZeroDuration();  // zero: the communicator's
-  // The stall inspector (Note [Stall inspector] in paddle/collective/reducer/reducer.cc); unset:
+  // The stall inspector (Note [Stall inspector] in paddle/parallel/reducer/reducer.cc); unset:
   // PADDLE_STALL_WARNING_S.
   std::optional<absl::Duration> stall_warning;
   std::shared_ptr<Store> store;  // the group's store, to name the ranks that are missing

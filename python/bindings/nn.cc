@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "paddle/core/device.h"
+#include "paddle/nn/embedding.h"
 #include "paddle/nn/functional.h"
 #include "paddle/nn/generator.h"
 #include "paddle/nn/layers.h"
@@ -186,6 +187,23 @@ void BindModules(py::module_& nn) {
       .def_property_readonly("bias", [](const nn::Linear& l) -> py::object {
         return l.bias().defined() ? py::cast(l.bias()) : py::none();
       });
+  py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(nn, "Embedding")
+      .def(
+          py::init([](int64_t num_embeddings, int64_t embedding_dim, bool sparse,
+                      const py::object& g) {
+            if (num_embeddings <= 0 || embedding_dim <= 0) {
+              throw py::value_error("Embedding: num_embeddings and embedding_dim must be positive");
+            }
+            return std::make_shared<nn::Embedding>(num_embeddings, embedding_dim,
+                                                   InitGenerator(g).get(), sparse);
+          }),
+          py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("sparse") = false,
+          py::arg("generator") = py::none(),
+          "Rows looked up by int64 ids of any shape. sparse=True: backward gives the weight a "
+          "sparse gradient (the touched rows; weight.grad stays None), which DDP exchanges as "
+          "rows and the optimizers apply lazily.")
+      .def_property_readonly("weight", &nn::Embedding::weight)
+      .def_property_readonly("sparse", &nn::Embedding::sparse);
   py::class_<nn::Conv2d, Module, std::shared_ptr<nn::Conv2d>>(nn, "Conv2d")
       .def(py::init([](int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
                        bool bias, const py::object& g) {

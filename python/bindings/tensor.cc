@@ -136,18 +136,29 @@ class PyCallable {
 
 // `output` (computed without a graph) as the result of an operation on `inputs` whose gradients
 // `backward(grad_output)` returns: a sequence with one entry per input, each a Tensor, a numpy
-// array or None (no gradient).
+// array or None (no gradient). `saved_inputs` (positions in `inputs`) and `saved_output` declare
+// what forward saved for backward (Note [Saved tensor versions] in paddle/core/autograd/node.h).
 Variable RecordPythonFunction(const Variable& output, const std::vector<Variable>& inputs,
-                              py::function backward, const std::string& name) {
+                              py::function backward, const std::string& name,
+                              const std::vector<int>& saved_inputs, bool saved_output) {
   std::vector<Edge> edges;
   std::vector<Shape> shapes;
   for (const Variable& v : inputs) {
     edges.push_back(Defined(v).GradientEdge());
     shapes.push_back(v.shape());
   }
+  std::vector<autograd::SavedTensor> saved;
+  for (int i : saved_inputs) {
+    if (i < 0 || i >= static_cast<int>(inputs.size())) {
+      throw py::index_error(absl::StrCat("saved input ", i, " of ", name, ": there are ",
+                                         inputs.size(), " tensor inputs"));
+    }
+    saved.emplace_back("input", inputs[i].data(), i);
+  }
+  if (saved_output) saved.emplace_back("output", Defined(output).data());
   auto fn = std::make_shared<PyCallable>(std::move(backward));
   return autograd::RecordOperation(
-      Defined(output).data(), name.c_str(), std::move(edges),
+      Defined(output).data(), name.c_str(), std::move(edges), std::move(saved),
       [fn, shapes](const Tensor& g) -> Grads {
         py::gil_scoped_acquire gil;
         try {
@@ -289,6 +300,13 @@ that takes part in automatic differentiation. Views numpy memory without copies
                                return py::cast(Variable(v.grad()));
                              })
       .def("zero_grad", [](Variable& v) { v.ZeroGrad(); })
+      .def_property_readonly(
+          "_version", [](const Variable& v) { return Defined(v).data().version(); },
+          "In-place writes to this tensor's memory so far (Note [Version counters] in "
+          "paddle/core/storage.h); shared by views.")
+      .def(
+          "_bump_version", [](const Variable& v) { Defined(v).data().BumpVersion(); },
+          "Records an in-place write made through a numpy view (the in-place operators call it).")
       .def(
           "backward",
           [](const Variable& v, const std::optional<Variable>& grad, bool retain_graph) {
@@ -350,6 +368,7 @@ that takes part in automatic differentiation. Views numpy memory without copies
   m.def("matmul", &Matmul, py::arg("a"), py::arg("b"));
   m.def("_record_function", &RecordPythonFunction, py::arg("output"), py::arg("inputs"),
         py::arg("backward"), py::arg("name") = "python_function",
+        py::arg("saved_inputs") = std::vector<int>{}, py::arg("saved_output") = false,
         "Note [Python functions in the graph] (python/bindings/tensor.cc)");
   m.def(
       "full",

@@ -10,7 +10,9 @@ elements, relu and the layers call the C++ kernels directly.
 In-place updates (add_, mul_, fill_, zero_, t[i] = v, and +=, -=, *=, /=) write the tensor's
 memory. They are for tensors outside a graph or under paddle.no_grad() (optimizer-style
 updates); on a tensor that requires a gradient with grad mode on they raise, except the
-augmented assignments, which then compute out of place (as `x = x + y`).
+augmented assignments, which then compute out of place (as `x = x + y`). Each bumps the
+tensor's version (t._version, Note [Version counters] in paddle/core/storage.h), so a backward
+that saved the old values raises instead of computing a wrong gradient.
 """
 import builtins
 
@@ -561,11 +563,13 @@ def _check_inplace(t, what):
 
 def setitem(t, idx, value):
     _check_inplace(t, "t[...] = value")[_index(idx)] = _np(value)
+    t._bump_version()
 
 
 def add_(t, other, alpha=1.0):
     view = _check_inplace(t, "add_")
     view += _np(other) * alpha if alpha != 1.0 else _np(other)
+    t._bump_version()
     return t
 
 
@@ -576,17 +580,20 @@ def sub_(t, other, alpha=1.0):
 def mul_(t, other):
     view = _check_inplace(t, "mul_")
     view *= _np(other)
+    t._bump_version()
     return t
 
 
 def div_(t, other):
     view = _check_inplace(t, "div_")
     view /= _np(other)
+    t._bump_version()
     return t
 
 
 def fill_(t, value):
     _check_inplace(t, "fill_")[...] = _np(value)
+    t._bump_version()
     return t
 
 

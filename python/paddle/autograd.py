@@ -16,6 +16,11 @@ forward runs without recording a graph; its result joins the graph as one node w
 is the Python `backward` (the C++ engine calls it: Note [Python functions in the graph] in
 python/bindings/tensor.cc). backward returns one gradient per Tensor argument of forward (None
 for none), as a Tensor or a numpy array of the input's shape.
+
+save_for_backward takes Tensors or numpy views of them (x.numpy()). Each saved one that is an
+input or the output of forward, or a view of one, is declared to the C++ node (Note [Saved tensor
+versions] in paddle/core/autograd/node.h): if it is changed in place before backward runs,
+backward raises RuntimeError naming the function, the input and both versions.
 """
 import threading
 
@@ -70,6 +75,7 @@ class Function:
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         dtypes = [t.dtype for t in inputs]
         name = cls.__name__
+        saved_inputs, saved_output = _saved_positions(ctx.saved_tensors, inputs, output)
 
         def run_backward(grad):
             mode = _C.is_grad_enabled()
@@ -91,7 +97,43 @@ class Function:
                 out.append(g)
             return out
 
-        return _C._record_function(output, inputs, run_backward, name=name)
+        return _C._record_function(output, inputs, run_backward, name=name,
+                                   saved_inputs=saved_inputs, saved_output=saved_output)
+
+
+def _memory(t):
+    """A numpy view of a Tensor's memory, or None (bfloat16 has no numpy dtype)."""
+    try:
+        return t.numpy()
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _saved_positions(saved, inputs, output):
+    """Which inputs (positions in `inputs`) and whether the output are among `saved` (Tensors or
+    numpy arrays, matched by identity or by shared memory): what the node's version check
+    watches. Anything else saved is private to the function and cannot be changed by the user."""
+    if not saved:
+        return [], False
+    candidates = list(inputs) + [output]
+    found = set()
+    views = None
+    for item in saved:
+        if isinstance(item, Tensor):
+            hit = [i for i, t in enumerate(candidates) if t is item]
+            if hit:
+                found.update(hit)
+                continue
+            item = _memory(item)
+        if not isinstance(item, np.ndarray) or item.size == 0:
+            continue
+        if views is None:
+            views = [_memory(t) for t in candidates]
+        for i, view in enumerate(views):
+            if view is not None and view.size and np.may_share_memory(item, view):
+                found.add(i)
+    n = len(inputs)
+    return sorted(i for i in found if i < n), n in found
 
 
 # Note [Finalizers after backward]: a data-parallel wrapper that ran a forward pass waits for

@@ -161,7 +161,7 @@ TEST_P(AgreementTest, CountMismatchIsAnError) {
 }
 
 // A rank whose tensor is empty moves no data, so no stamp rides with its messages: over a
-// transport it sends its stamp to the next rank (AgreeWithoutData), on the node workspace it
+// transport it compares stamps around the ring (Note [Ring stamp]), on the node workspace it
 // takes one round that only compares stamps (StampRound in shm_collectives.cc).
 TEST_P(AgreementTest, EmptyTensorAmongFullOnesIsAnError) {
   ExpectMismatchFails(

@@ -153,6 +153,46 @@ TEST(AgreeOnTuningTest, ErrorsNameTheKey) {
   }
 }
 
+// Note [Tuned allreduce]: rank 0 picks the tuning file's link for its transport and ranks per
+// host; every rank ends with the same numbers, bit for bit, and so the same choices.
+TEST(AgreeOnTuningTest, RankZerosCostModelReachesEveryRank) {
+  absl::StatusOr<TuningParams> params = TuningParams::Parse(
+      "paddle_tuning_params 1\nlink tcp 190 150 0.0001 0.0002\n"
+      "link tcp@2 182.03906064284044 196.89812687211133 0 0.00031859027056541295\n",
+      "t.tuning");
+  ASSERT_TRUE(params.ok()) << params.status();
+  auto store = std::make_shared<HashStore>();
+  Settings rank0;
+  rank0.transport = "tcp";
+  rank0.tuning_params = std::make_shared<const TuningParams>(*params);
+  ASSERT_TRUE(AgreeOnTuning(store.get(), "k", 0, 2, 2, absl::Seconds(1), &rank0).ok());
+  Settings rank1;  // without the file: rank 0 decides
+  rank1.transport = "tcp";
+  ASSERT_TRUE(AgreeOnTuning(store.get(), "k", 1, 2, 2, absl::Seconds(1), &rank1).ok());
+  for (const Settings* s : {&rank0, &rank1}) {
+    ASSERT_TRUE(s->selector.tuned().has_value());
+    EXPECT_EQ(s->selector.tuned()->entry, "tcp@2");
+    EXPECT_EQ(s->selector.tuned()->link.alpha_us, 182.03906064284044);
+    EXPECT_EQ(s->selector.tuned()->link.gamma_us_per_byte, 0.00031859027056541295);
+    EXPECT_EQ(s->selector.tuned()->piece_bytes, static_cast<int64_t>(rank0.piece_bytes));
+  }
+  for (int64_t bytes = 4096; bytes <= (int64_t{256} << 20); bytes *= 2) {
+    EXPECT_EQ(rank0.selector.ForAllreduce(bytes, 2), rank1.selector.ForAllreduce(bytes, 2))
+        << bytes;
+  }
+
+  // No entry for the transport: the table, on every rank.
+  auto store2 = std::make_shared<HashStore>();
+  Settings shm0;
+  shm0.transport = "shm";
+  shm0.tuning_params = rank0.tuning_params;
+  ASSERT_TRUE(AgreeOnTuning(store2.get(), "k", 0, 2, 2, absl::Seconds(1), &shm0).ok());
+  Settings shm1;
+  ASSERT_TRUE(AgreeOnTuning(store2.get(), "k", 1, 2, 2, absl::Seconds(1), &shm1).ok());
+  EXPECT_FALSE(shm0.selector.tuned().has_value());
+  EXPECT_FALSE(shm1.selector.tuned().has_value());
+}
+
 TEST(SettingsTest, DescribeSaysAutoUntilAgreed) {
   Settings settings;
   settings.transport = "auto";

@@ -6,8 +6,9 @@
 // counts x dtype x op, every element compared, Note [Exact communicator inputs]); Gloo's error
 // paths: bad options, connect timeouts, bad arguments using no sequence number, a timeout naming
 // Gloo's setting, Abort with the failure reports of other ranks, a rank that never connects. Then
-// real processes (this binary re-executed, worker_processes.h) over a TcpStoreServer hosted here,
-// including a process that dies: its peers must fail naming it, not hang.
+// real processes (this binary re-executed, paddle/testing/rendezvous_worker.h) over a
+// TcpStoreServer hosted here, including a process that dies: its peers must fail naming it, not
+// hang.
 #include "paddle/collective/backends/gloo/gloo_communicator.h"
 
 #include <arpa/inet.h>
@@ -37,8 +38,8 @@
 #include "paddle/collective/store/tcp_store_server.h"
 #include "paddle/core/dtype.h"
 #include "paddle/core/tensor.h"
+#include "paddle/testing/rendezvous_worker.h"
 #include "tests/collective/communicator_testing.h"
-#include "tests/collective/rendezvous/worker_processes.h"
 
 namespace paddle {
 namespace {

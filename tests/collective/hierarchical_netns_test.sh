@@ -2,7 +2,7 @@
 # The hierarchical allreduce across real network namespaces (needs root; tagged local +
 # exclusive): two namespaces joined by a bridge, egress shaped with tc tbf, each running the
 # launcher with two workers, so the communicators see 2 hosts x 2 ranks. Runs
-# bench/collective/netns_hierarchical.sh with an 8 MiB allreduce: every element is checked by
+# bench/micro/netns_hierarchical.sh with an 8 MiB allreduce: every element is checked by
 # allreduce_env_bench in both the hierarchical and the flat-ring run, and the script fails unless
 # the communicators saw the topology and built the node workspace. The speed ratio is printed,
 # not asserted (timed assertions flake; the figure lives in the bench).

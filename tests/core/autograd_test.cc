@@ -1,6 +1,6 @@
 // The autograd engine on hand-made operations: gradient routing and summing, accumulation across
 // backward passes, the order and count of gradient-ready hooks, no-grad scopes, gradients as
-// views, and errors.
+// views, errors, and the version check of saved tensors.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -210,6 +210,102 @@ TEST(AutogradTest, ErrorsNameTheNodeAndTheRoot) {
                           });
   s = wrong.Backward();
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("gradient of parameter 'w'"));
+}
+
+// Note [Saved tensor versions]: y = a * b through RecordOperation, declaring both inputs saved;
+// z = a + b declaring nothing (its backward needs no values).
+Variable SavedMul(const Variable& a, const Variable& b) {
+  Tensor out = *Tensor::Empty(a.shape(), DType::kFloat32);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    out.data<float>()[i] = a.data().data<float>()[i] * b.data().data<float>()[i];
+  }
+  Tensor av = a.data(), bv = b.data();
+  return RecordOperation(out, "mul", {a.GradientEdge(), b.GradientEdge()},
+                         {{"input a", av}, {"input b", bv}},
+                         [av, bv](const Tensor& g) -> absl::StatusOr<std::vector<Tensor>> {
+                           Tensor da = *Tensor::Empty(av.shape(), DType::kFloat32);
+                           Tensor db = *Tensor::Empty(bv.shape(), DType::kFloat32);
+                           for (int64_t i = 0; i < g.numel(); ++i) {
+                             da.data<float>()[i] = g.data<float>()[i] * bv.data<float>()[i];
+                             db.data<float>()[i] = g.data<float>()[i] * av.data<float>()[i];
+                           }
+                           return std::vector<Tensor>{da, db};
+                         });
+}
+
+Variable Add(const Variable& a, const Variable& b) {
+  Tensor out = *Tensor::Empty(a.shape(), DType::kFloat32);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    out.data<float>()[i] = a.data().data<float>()[i] + b.data().data<float>()[i];
+  }
+  return RecordOperation(out, "add", {a.GradientEdge(), b.GradientEdge()},
+                         [](const Tensor& g) -> absl::StatusOr<std::vector<Tensor>> {
+                           return std::vector<Tensor>{g, g};
+                         });
+}
+
+TEST(AutogradTest, VersionCountersAreSharedByViewsAndBumpedByCopyFrom) {
+  Tensor t = Vec({1, 2, 3, 4});
+  EXPECT_EQ(t.version(), 0u);
+  Tensor view = *t.Slice(0, 1, 3);
+  ASSERT_TRUE(view.CopyFrom(Vec({9, 9})).ok());
+  EXPECT_EQ(t.version(), 1u);  // a write through a view counts for the whole storage
+  EXPECT_EQ(view.version(), 1u);
+  Tensor copy = *t.Clone();  // new storage, new counter
+  EXPECT_EQ(copy.version(), 0u);
+  copy.BumpVersion();
+  EXPECT_EQ(t.version(), 1u);
+  EXPECT_EQ(Tensor().version(), 0u);
+}
+
+TEST(AutogradTest, InPlaceEditOfASavedInputFailsBackwardNamingNodeTensorAndVersions) {
+  Variable w(Vec({1, 2, 3}), true, "w");
+  Tensor c = Vec({3, 4, 5});
+  Variable loss = Sum(SavedMul(w, Variable(c)));
+  ASSERT_TRUE(c.Slice(0, 2, 3)->CopyFrom(Vec({50})).ok());  // through a view of the storage
+  absl::Status s = loss.Backward();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  const std::string m(s.message());
+  EXPECT_THAT(m, ::testing::HasSubstr("backward of mul (node #"));
+  EXPECT_THAT(m, ::testing::HasSubstr("its input b (float32[3] on cpu)"));
+  EXPECT_THAT(m, ::testing::HasSubstr("it is at version 1, mul saved it at version 0"));
+  EXPECT_FALSE(w.grad().defined());  // nothing accumulated from the stale values
+
+  // The same graph shape without the edit works, and gives the product rule's gradient.
+  Variable fresh(Vec({3, 4, 5}));
+  ASSERT_TRUE(Sum(SavedMul(w, fresh)).Backward().ok());
+  EXPECT_THAT(Values(w.grad()), ::testing::ElementsAre(3, 4, 5));
+}
+
+TEST(AutogradTest, InPlaceEditOfAnInputNothingSavedIsFine) {
+  // PyTorch's rule: add keeps no values, so changing its input afterwards changes nothing.
+  Variable w(Vec({1, 2}), true, "w");
+  Tensor c = Vec({3, 4});
+  Variable loss = Sum(Add(w, Variable(c)));
+  ASSERT_TRUE(c.CopyFrom(Vec({7, 7})).ok());
+  ASSERT_TRUE(loss.Backward().ok());
+  EXPECT_THAT(Values(w.grad()), ::testing::ElementsAre(1, 1));
+  // Under no-grad nothing is recorded, so nothing is checked either.
+  {
+    NoGradGuard no_grad;
+    Variable y = SavedMul(w, Variable(c));
+    EXPECT_FALSE(y.requires_grad());
+  }
+}
+
+TEST(AutogradTest, EditOfTheParameterItselfBetweenForwardAndBackwardFails) {
+  // As an optimizer step would: the parameter's own storage is bumped after the forward pass.
+  Variable w(Vec({1, 2}), true, "w");
+  Variable loss = Sum(SavedMul(w, Variable(Vec({3, 4}))));
+  w.data().BumpVersion();
+  absl::Status s = loss.Backward();
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("its input a (float32[2] on cpu)"));
+  // The saved tensors are dropped with the graph (Note [Freed graphs] still applies after).
+  auto node = std::dynamic_pointer_cast<FunctionNode>(loss.grad_fn()->next_edges()[0].node);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->saved().size(), 2u);
+  node->ReleaseSavedState();
+  EXPECT_TRUE(node->saved().empty());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // a worker joining an existing state, and a state made for another task list refused.
 #include "paddle/data/task_master.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -21,7 +22,7 @@
 #include "paddle/collective/store/hash_store.h"
 #include "paddle/collective/store/tcp_store.h"
 #include "paddle/collective/store/tcp_store_server.h"
-#include "tests/collective/store/etcd_server.h"
+#include "paddle/testing/etcd_server.h"
 
 namespace paddle {
 namespace data {
@@ -274,6 +275,43 @@ TEST_P(TaskMasterTest, AdoptTakesTasksOverAndEndEpochReclaimsOrphans) {
   absl::StatusOr<std::optional<Task>> old = b->Adopt(0, 1, "b");  // a finished epoch
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE(old->has_value());
+}
+
+TEST_P(TaskMasterTest, RestoreSetsTheEpochAndDoneTasksOfACheckpoint) {
+  std::unique_ptr<Store> store = env_->Client();
+  std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(6));
+  Task stale = AskTask(*m, 0, "a");  // pending in the old state: gone after the restore
+  ASSERT_TRUE(m->Restore(2, {4, 1}).ok());
+  absl::StatusOr<TaskMasterState> st = m->GetState();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->epoch, 2);
+  EXPECT_EQ(st->done, (std::vector<int64_t>{4, 1}));
+  EXPECT_TRUE(st->pending.empty());
+  // The rest in epoch 2's order: that of a fresh job's epoch 2, less the done ones.
+  HashStore other;
+  std::unique_ptr<TaskMaster> ref = Master(&other, Tasks(6));
+  for (int64_t e = 0; e < 2; ++e) {
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(ref->Finish({AskTask(*ref, e, "r")}).ok());
+    ASSERT_TRUE(*ref->EndEpoch(e));
+  }
+  std::vector<int64_t> expected = ref->GetState()->todo;
+  expected.erase(std::remove_if(expected.begin(), expected.end(),
+                                [](int64_t id) { return id == 4 || id == 1; }),
+                 expected.end());
+  EXPECT_EQ(st->todo, expected);
+  EXPECT_EQ(*m->Finish({stale}), std::vector<bool>{false});
+  std::set<int64_t> rest;
+  for (int i = 0; i < 4; ++i) {
+    Task t = AskTask(*m, 2, "b");
+    rest.insert(t.id);
+    ASSERT_TRUE(*m->Finish({t}) == std::vector<bool>{true});
+  }
+  EXPECT_EQ(rest, (std::set<int64_t>{0, 2, 3, 5}));
+  EXPECT_TRUE(*m->EndEpoch(2));
+  // Bad arguments name what is wrong.
+  EXPECT_EQ(m->Restore(0, {6}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->Restore(0, {1, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->Restore(-1, {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(TaskMasterTest, TimeoutFollowsObservedTaskTime) {

@@ -1,6 +1,7 @@
 // What every optimizer shares: parameter validation, the exclusion rule, skipping parameters
 // without a gradient, Step's all-or-nothing checks, ZeroGrad, and checkpoint state (a save/load
-// round trip continues the trajectory bit for bit; bad state is rejected and loads nothing).
+// round trip continues the trajectory bit for bit; bad state is rejected and loads nothing), and
+// the version bump of every updated parameter.
 #include "paddle/optim/optimizer.h"
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "paddle/core/autograd/engine.h"
 #include "paddle/optim/adam.h"
 #include "paddle/optim/lamb.h"
 #include "paddle/optim/lars.h"
@@ -137,6 +139,42 @@ TEST(OptimizerTest, ZeroGradZeroesInPlace) {
   EXPECT_EQ(a.grad().data(), memory);
   EXPECT_EQ(Values(a.grad()), (std::vector<double>{0, 0}));
   EXPECT_FALSE(b.grad().defined());
+}
+
+// Note [Saved tensor versions]: a step between a forward pass that saved a parameter and its
+// backward makes that backward fail (as in PyTorch), and only for the parameters that moved.
+TEST(OptimizerTest, StepBetweenForwardAndBackwardFailsThatBackward) {
+  autograd::Variable a = MakeParam("a", {2}, {1, 2});
+  autograd::Variable b = MakeParam("b", {2}, {3, 4});
+  // y = a * b elementwise, saving both: each one's gradient needs the other's value.
+  auto product = [&]() {
+    Tensor out = MakeTensor({2}, {1 * 3, 2 * 4});
+    return autograd::RecordOperation(
+        out, "mul", {a.GradientEdge(), b.GradientEdge()},
+        {{"input a", a.data()}, {"input b", b.data()}},
+        [](const Tensor& g) -> absl::StatusOr<std::vector<Tensor>> {
+          return std::vector<Tensor>{g, g};
+        });
+  };
+  auto sgd = Sgd::Create({a, b}, SgdOptions{});
+  ASSERT_TRUE(sgd.ok());
+  const uint64_t before = b.data().version();
+  autograd::Variable y = product();
+  SetGrad(a, {1, 1});  // from an earlier backward; b has none and is skipped
+  ASSERT_TRUE((*sgd)->Step().ok());
+  EXPECT_EQ(a.data().version(), 1u);
+  EXPECT_EQ(b.data().version(), before);
+  absl::Status s = autograd::RunBackward(y, MakeTensor({2}, {1, 1}));
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(std::string(s.message()).find("its input a (float32[2] on cpu), was modified by an "
+                                          "in-place operation: it is at version 1, mul saved it "
+                                          "at version 0"),
+            std::string::npos)
+      << s;
+  // Forward again after the step: the usual order works.
+  (*sgd)->ZeroGrad();
+  ASSERT_TRUE(autograd::RunBackward(product(), MakeTensor({2}, {1, 1})).ok());
+  EXPECT_EQ(Values(b.grad()), (std::vector<double>{1, 1}));
 }
 
 // A bad parameter found while checking leaves every parameter, even earlier ones, untouched.

@@ -1,4 +1,4 @@
-// Sparse gradients under DDP (Note [Sparse exchange], paddle/collective/reducer/sparse_exchange.h)
+// Sparse gradients under DDP (Note [Sparse exchange], paddle/parallel/reducer/sparse_exchange.h)
 // on 1-4 ranks as threads over the native communicator: an Embedding(sparse = true) + Linear model
 // ends with the same parameters as the same model with a dense embedding (dense buckets), for SGD
 // with momentum, Adam and Adagrad; duplicates are merged into exact averages; the dense fallback
@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "paddle/collective/reducer/sparse_exchange.h"
 #include "paddle/core/autograd/sparse_rows.h"
 #include "paddle/core/philox.h"
 #include "paddle/core/status.h"
@@ -23,6 +22,7 @@
 #include "paddle/optim/adam.h"
 #include "paddle/optim/sgd.h"
 #include "paddle/parallel/distributed_data_parallel.h"
+#include "paddle/parallel/reducer/sparse_exchange.h"
 #include "tests/collective/communicator_testing.h"
 
 namespace paddle {

@@ -39,6 +39,32 @@ def test_linear_sgd_step_matches_hand_computation():
     assert opt.step_count == 1
 
 
+def test_embedding_sparse_and_dense_gradients_take_the_same_step():
+    # Rows 1 (twice), 4 and 0 looked up; d(sum)/d(row) is ones per lookup, so SGD(lr=0.5) moves
+    # row 1 by -1, rows 4 and 0 by -0.5 and no other row, with a dense gradient or the rows.
+    ids = paddle.from_numpy(np.array([[1, 4], [1, 0]], np.int64))
+    steps = {}
+    for sparse in (False, True):
+        emb = nn.Embedding(6, 3, sparse=sparse, generator=nn.Generator(5))
+        assert emb.sparse == sparse and list(emb.weight.shape) == [6, 3]
+        w0 = emb.weight.numpy().copy()
+        out = emb(ids)
+        assert list(out.shape) == [2, 2, 3]
+        np.testing.assert_array_equal(out.numpy(), w0[[[1, 4], [1, 0]]])
+        out.sum().backward()
+        assert (emb.weight.grad is None) == sparse  # sparse: the rows, not a dense grad
+        optim.SGD(emb.parameters(), lr=0.5).step()
+        steps[sparse] = emb.weight.numpy() - w0
+    expect = np.zeros((6, 3), np.float32)
+    expect[1], expect[4], expect[0] = -1.0, -0.5, -0.5
+    np.testing.assert_allclose(steps[False], expect, atol=1e-6)
+    np.testing.assert_allclose(steps[True], expect, atol=1e-6)
+    with pytest.raises(ValueError, match=r"= 6 is outside \[0, 6\)"):
+        nn.Embedding(6, 3, sparse=True)(paddle.from_numpy(np.array([6], np.int64)))
+    with pytest.raises(ValueError, match="must be positive"):
+        nn.Embedding(0, 3)
+
+
 def test_optimizers_and_schedules():
     paddle.manual_seed(1)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))

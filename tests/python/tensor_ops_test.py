@@ -1,6 +1,7 @@
 """Tensor operations of paddle/_tensor_ops.py and paddle.autograd.Function: every value against
 numpy and every gradient against central finite differences (float64, so the check is tight),
-broadcasting, in-place updates under no_grad, and the errors of bad use."""
+broadcasting, in-place updates under no_grad, the errors of bad use, and the version check that
+makes a backward fail once a tensor it saved was changed in place."""
 import numpy as np
 import pytest
 
@@ -281,3 +282,97 @@ def test_retain_graph_allows_another_backward():
     np.testing.assert_array_equal(g1.numpy(), g2.numpy())
     with pytest.raises(RuntimeError, match="second time"):
         paddle.grad(out, v)
+
+
+# ---- Note [Saved tensor versions] (paddle/core/autograd/node.h) ----------------------------------
+
+def test_in_place_edit_of_a_saved_tensor_fails_its_backward_naming_it():
+    w = paddle.tensor(np.ones((2, 3)), dtype="float32", requires_grad=True)
+    c = paddle.tensor(np.full((2, 3), 2.0), dtype="float32")
+    loss = (w * c).sum()  # the C++ mul saves both inputs
+    assert c._version == 0
+    c.add_(1.0)  # c needs no gradient: allowed in place even in grad mode
+    assert c._version == 1
+    with pytest.raises(RuntimeError, match=r"backward of mul \(node #\d+\): .*its input b "
+                       r"\(float32\[2, 3\] on cpu\), was modified by an in-place operation: it "
+                       r"is at version 1, mul saved it at version 0"):
+        loss.backward()
+    assert w.grad is None  # nothing computed from the changed values
+
+    # Python Functions: a saved numpy view of an input (broadcasting mul), a saved output (exp),
+    # and a Tensor saved by a user Function; setitem, mul_ and fill_ each bump the version.
+    b = t64(B, grad=False)
+    loss = (t64(A) * b).sum()
+    b[0] = 5.0
+    with pytest.raises(RuntimeError, match=r"backward of _Mul .*its input 1 \(float64\[4\] on "
+                       r"cpu\).*version 1, _Mul saved it at version 0"):
+        loss.backward()
+    y = t64(A).exp()
+    loss = y.sum()
+    with paddle.no_grad():
+        y.mul_(2.0)
+    with pytest.raises(RuntimeError, match=r"backward of _Exp .*its output \(float64\[3, 4\]"):
+        loss.backward()
+    x = t64(A)
+    out = Cube.apply(x, 1.0)
+    with paddle.no_grad():
+        x[1:, :] = 0.0
+        x.numpy()  # reading changes nothing
+    assert x._version == 1
+    with pytest.raises(RuntimeError, match=r"backward of Cube .*its input 0 .*version 1"):
+        out.sum().backward()
+
+
+def test_in_place_edit_of_an_input_nothing_saved_is_fine():
+    # As in PyTorch: add, reshape and scale keep no values, so their backward still works.
+    w = paddle.tensor(np.ones((2, 3)), dtype="float32", requires_grad=True)
+    c = paddle.tensor(np.full((2, 3), 2.0), dtype="float32")
+    loss = (w + c).sum() + (w.reshape([6]) * 3.0).sum()
+    c.fill_(7.0)
+    with paddle.no_grad():
+        w.mul_(5.0)
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((2, 3), 4.0))
+    # An edit of a clone leaves the original's version alone.
+    d = t64(A)
+    e = d * d
+    d.detach().clone().fill_(0.0)
+    e.sum().backward()
+    np.testing.assert_allclose(d.grad.numpy(), 2 * A)
+
+
+def test_optimizer_step_between_forward_and_backward_fails_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    # x requires a gradient too, so mul needs w's value for x's gradient (PyTorch then saves w
+    # as well; with x constant it saves only x, and a step before backward goes unnoticed).
+    w = paddle.tensor(np.ones((2, 3)), dtype="float32", requires_grad=True, name="w")
+    x = paddle.tensor(np.full((2, 3), 2.0), dtype="float32", requires_grad=True)
+    opt = paddle.optim.SGD([w], lr=0.1)
+    (w * x).sum().backward()
+    loss = (w * x).sum()
+    opt.step()
+    assert w._version == 1
+    with pytest.raises(RuntimeError, match=r"its input a \(float32\[2, 3\] on cpu\).*version 1"):
+        loss.backward()
+    # PyTorch refuses the same sequence.
+    tw = torch.ones(2, 3, requires_grad=True)
+    tx = torch.full((2, 3), 2.0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1)
+    (tw * tx).sum().backward()
+    tloss = (tw * tx).sum()
+    topt.step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        tloss.backward()
+    # The usual order (forward, backward, step) keeps working.
+    opt.zero_grad()
+    (w * x).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(w.numpy(), np.full((2, 3), 1.0 - 0.2 - 0.2), rtol=1e-6)
+    # With the other factor constant, mul keeps only that factor (w's gradient never reads w),
+    # so a step before backward is no error, as in PyTorch.
+    c = paddle.tensor(np.full((2, 3), 3.0), dtype="float32")
+    loss = (w * c).sum()
+    opt.zero_grad()
+    opt.step()
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((2, 3), 3.0))

@@ -7,10 +7,14 @@ The fixture holds allreduce n=2 for ours (auto, tcp), PyTorch gloo and OpenMPI (
 import copy
 import json
 import os
+import stat
+import statistics
+import sys
 import tempfile
+import time
 import unittest
 
-from benchreport import main, plots, report, runners, stats
+from benchreport import main, plan, plots, report, runners, stats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "testdata", "bench_report_results.json")
@@ -249,11 +253,231 @@ class ReportTest(unittest.TestCase):
         self.assertIn("Runs that failed", md)
 
 
+def script(directory, name, text):
+    """An executable shell script `name` in `directory` with `text` as its body."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
+    return path
+
+
+# What a 2-rank MPI peer prints for one size (bench_inputs.h PrintRowLine) and at its end.
+MPI_ROWS = "".join(f"echo 'ROW rank={r} bytes=4096 count=1024 time_us=10.0 p50_us=9.0 "
+                   f"max_us=20.0 min_us=8.0 p99_us=19.0 wrong=0'\n" for r in (0, 1))
+MPI_DONE = "echo 'FINALIZE rank=0'; echo 'FINALIZE rank=1'\n"
+
+
+class TimeoutTest(unittest.TestCase):
+    """A peer that hangs: killed, its columns marked, the report completed (recorded data and
+    stand-in scripts; no benchmark runs)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="bench_report_timeout_")
+        self.grace = runners.FINALIZE_GRACE_S
+        runners.FINALIZE_GRACE_S = 0.2
+
+    def tearDown(self):
+        runners.FINALIZE_GRACE_S = self.grace
+
+    def test_stop_when_ends_a_run_after_its_grace(self):
+        started = time.monotonic()
+        out, stopped = runners.run_until(["sh", "-c", "echo done; sleep 30"], dict(os.environ),
+                                         20, stop_when=lambda text: "done" in text, grace=0.2)
+        self.assertTrue(stopped)
+        self.assertEqual(out, "done\n")
+        self.assertLess(time.monotonic() - started, 10)
+        with self.assertRaises(runners.BenchError) as e:
+            runners.run_until(["sleep", "30"], dict(os.environ), 0.3)
+        self.assertTrue(e.exception.timed_out)
+
+    def test_a_timeout_kills_processes_in_sessions_of_their_own(self):
+        # As MPICH's hydra starts its ranks: setsid, out of the launcher's process group.
+        pid_file = os.path.join(self.dir, "pid")
+        cmd = ["sh", "-c", f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 30' & sleep 30"]
+        with self.assertRaisesRegex(runners.BenchError, "did not finish in 1 s"):
+            runners.run(cmd, dict(os.environ), 1)
+        with open(pid_file) as f:
+            pid = int(f.read())
+        time.sleep(0.2)
+        try:  # gone, or a zombie waiting for init to reap it
+            with open(f"/proc/{pid}/stat") as f:
+                self.assertEqual(f.read().rsplit(")", 1)[1].split()[0], "Z")
+        except FileNotFoundError:
+            pass
+
+    def test_mpich_rows_survive_a_hang_in_finalize(self):
+        mpiexec = script(self.dir, "mpiexec", MPI_ROWS + MPI_DONE + "exec sleep 30\n")
+        started = time.monotonic()
+        rows = runners.mpich_round(mpiexec, "/bin/true", 2, 4096, 4096, 20, 5, tcp=True,
+                                   timeout=20)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual([(r["bytes"], r["transport"], r["finalize_hang"]) for r in rows],
+                         [(4096, "tcp", True)])
+
+    def test_a_hanging_peer_is_marked_timed_out_and_the_report_completes(self):
+        # Rows out but no FINALIZE: a hang inside the sweep, killed at the timeout.
+        mpiexec = script(self.dir, "mpiexec", MPI_ROWS + "exec sleep 30\n")
+        p = main.plan(main.parse_args(["--quick", "--max-bytes=4K"]))
+        p["mpich"] = mpiexec
+        steps = [s for s in plan.steps(p, True, {"collectives"}) if s["kind"] == "mpich"]
+        self.assertEqual(len(steps), 2 * p["rounds"])  # shm and tcp, every round
+        results, errors, failures = main.Results(), [], []
+        timeouts = dict(main.MPICH_TIMEOUT_S)
+        main.MPICH_TIMEOUT_S.update(quick=0.5)
+        try:
+            records = main.run_steps(steps[:2], p, {"mpich_collectives": "/bin/true"}, results,
+                                     errors, failures, main.Progress(2))
+        finally:
+            main.MPICH_TIMEOUT_S.update(timeouts)
+        self.assertEqual([(f["impl"], f["status"]) for f in failures],
+                         [("mpich/default-shm", "timed out"), ("mpich/tcp", "timed out")])
+        self.assertEqual(len(errors), 2)
+        self.assertTrue(all(r["seconds"] < 10 for r in records))
+        # Recorded: the fixture with every round of OpenMPI over TCP timed out, and one round of
+        # PyTorch's.
+        doc = load_fixture()
+        doc["measurements"] = [m for m in doc["measurements"] if m["impl"] != "openmpi/tcp"]
+        doc["failures"] = [{"figure": "allreduce n=2", "impl": "openmpi/tcp", "round": r,
+                            "status": "timed out", "what": "x"} for r in (1, 2, 3)]
+        doc["failures"].append({"figure": "allreduce n=2", "impl": "torch/tcp", "round": 2,
+                                "status": "failed", "what": "y"})
+        images = plots.write_all(doc, self.dir)
+        report.write(doc, images, self.dir)
+        with open(os.path.join(self.dir, "report.md")) as f:
+            md = f.read()
+        header = next(line for line in md.splitlines() if line.startswith("| size | ours/auto"))
+        self.assertIn("openmpi/tcp", header)
+        row = next(line for line in md.splitlines() if line.startswith("| 4 KiB | "))
+        self.assertEqual(row.count("timed out"), 1)
+        self.assertIn("| allreduce n=2 | openmpi/tcp | 2 | timed out |", md)
+        self.assertIn("openmpi/tcp: round 1 timed out, round 2 timed out, round 3 timed out", md)
+        self.assertIn("torch/tcp: round 2 failed", md)
+        # A run whose MPICH hung in MPI_Finalize says so where its figures are.
+        doc = load_fixture()
+        m = next(m for m in doc["measurements"] if m["impl"] == "openmpi/tcp")
+        m["raw"][0]["finalize_hang"] = True
+        report.write(doc, [], self.dir)
+        with open(os.path.join(self.dir, "report.md")) as f:
+            self.assertIn("openmpi/tcp: 1 of its runs hung in MPI_Finalize", f.read())
+
+
+    def test_an_implementation_the_benchmark_killed_is_named(self):
+        # bench:collectives kills a peer at --timeout-s and writes the others' rows: here only
+        # ours and OpenMPI's TCP rows come back.
+        rows = [{"op": "allreduce", "nproc": 2, "bytes": 4096, "backend": b, "transport": t,
+                 "time_us": 10.0, "p50_us": 9.0, "max_us": 20.0, "busbw_gbs": 0.4, "wrong": 0}
+                for b, t in (("native", "shm"), ("openmpi", "tcp"))]
+        bench = script(self.dir, "collectives",
+                       'for a; do case "$a" in --json=*) out="${a#--json=}";; esac; done\n'
+                       f"echo '{json.dumps(rows)}' > \"$out\"\n")
+        p = main.plan(main.parse_args(["--quick", "--max-bytes=4K"]))
+        step = plan.steps(p, False, {"collectives"})[0]
+        results, errors, failures = main.Results(), [], []
+        main.run_steps([step], p, {"collectives": bench}, results, errors, failures,
+                       main.Progress(1))
+        self.assertEqual([(f["impl"], f["status"]) for f in failures],
+                         [("torch/tcp", "no result"), ("openmpi/default-shm", "no result")])
+        self.assertEqual({m["impl"] for m in results.list()}, {"ours/auto", "openmpi/tcp"})
+
+
+class PlanTest(unittest.TestCase):
+    def test_sweep_budget_rules_match_bench_inputs(self):
+        sizes = runners.sweep_sizes(4096, 256 << 20, 1 << 20)
+        self.assertEqual(sizes[8:], [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20])
+        self.assertEqual(len(runners.sweep_sizes(4096, 256 << 20)), 17)
+        budget = 4 << 20
+        self.assertEqual(runners.iterations_for(20, 4 << 20, budget), 20)
+        self.assertEqual(runners.iterations_for(20, 16 << 20, budget), 5)
+        self.assertEqual(runners.iterations_for(20, 64 << 20, budget), 2)
+        self.assertEqual(runners.iterations_for(20, 256 << 20, budget), 2)
+        self.assertEqual(runners.iterations_for(5, 256 << 20, budget, warmup=True), 1)
+        self.assertEqual(runners.iterations_for(1, 256 << 20, budget), 1)  # never above iters
+        self.assertEqual(runners.iterations_for(20, 4096, budget), 320)
+        # The report's iterations column follows the rule the run recorded.
+        doc = {"plan": {"iters": 20, "budget_bytes": budget, "min_iters": 2}}
+        self.assertEqual(report.plan_iters(doc, 256 << 20), 2)
+        del doc["plan"]["min_iters"]  # runs before the floor was recorded ran with 5
+        self.assertEqual(report.plan_iters(doc, 256 << 20), 5)
+        self.assertEqual(report.plan_iters({"plan": {"iters": 20}}, 256 << 20), 20)
+
+    def test_steps_are_what_the_issue_asks_for(self):
+        p = main.plan(main.parse_args([]))
+        steps = plan.steps(p, True, {"collectives", "training", "tta"})
+        self.assertEqual(len(steps), 180)
+        coll = [s for s in steps if s["kind"] in ("collectives", "mpich")]
+        self.assertEqual({s["op"] for s in coll},
+                         {"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"})
+        self.assertEqual({s["nproc"] for s in coll}, {2, 4})
+        self.assertEqual({i for s in coll for i in s["impls"]},
+                         {"ours/auto", "ours/tcp", "torch/tcp", "openmpi/tcp",
+                          "openmpi/default-shm", "mpich/tcp", "mpich/default-shm"})
+        self.assertEqual((p["min_bytes"], p["max_bytes"]), (4096, 256 << 20))
+        # 256 MiB in the first two rounds, 16 MiB from the third on.
+        self.assertEqual({s["round"]: s["max_bytes"] for s in coll},
+                         {0: 256 << 20, 1: 256 << 20, 2: 16 << 20})
+        self.assertEqual({s["workers"] for s in steps if s["kind"] == "training"}, {1, 2, 4})
+        self.assertEqual(len(plan.steps(p, False, {"collectives"})), 60)
+
+    def test_estimates_follow_the_recorded_run_and_calibrate_on_its_steps(self):
+        doc = load_fixture()
+        p = main.plan(main.parse_args(["--quick"]))
+        steps = plan.steps(p, False, {"collectives", "training"})
+        est = plan.Estimator(doc)
+        seconds = [est.estimate(s) for s in steps]
+        self.assertTrue(all(t > 0 for t in seconds))
+        # Ours over TCP at 1 MiB is recorded: that point costs what its times say.
+        ours = next(s for s in steps if s["impls"] == ["ours/tcp"])
+        one = dict(ours, min_bytes=1 << 20, max_bytes=1 << 20)
+        us = statistics.median([r["time_us"] for m in doc["measurements"]
+                                if (m["impl"], m["x"]) == ("ours/tcp", 1 << 20)
+                                for r in m["raw"]])
+        ops = p["iters"] + p["warmup"] + 1
+        self.assertAlmostEqual(est.estimate(one), plan.STARTUP_S["ours"] + ops * us / 1e6, 4)
+        # A recorded run whose collectives took twice the model: the factor says so.
+        doc["steps"] = [dict(s, seconds=2 * est.model(s)) for s in steps]
+        calibrated = plan.Estimator(doc)
+        self.assertAlmostEqual(calibrated.factor["collectives"], 2.0)
+        self.assertAlmostEqual(calibrated.estimate(ours), 2 * est.estimate(ours))
+        text = plan.format_plan(steps, calibrated, "old.json")
+        self.assertIn(f"{len(steps)} steps", text)
+        self.assertRegex(text.splitlines()[-1], r"^total \d+ s")
+
+    def test_plan_flag_prints_without_running(self):
+        tmp = tempfile.mkdtemp(prefix="bench_report_plan_")
+        out = os.path.join(tmp, "plan.txt")
+        saved = sys.stdout
+        with open(out, "w") as sys.stdout:
+            code = main.main([f"--plan={FIXTURE}", "--quick"])
+        sys.stdout = saved
+        self.assertEqual(code, 0)
+        with open(out) as f:
+            text = f.read()
+        self.assertIn("round 3, train cnn, 2 worker(s), torch", text)
+
+
+class TimeToAccuracyStopTest(unittest.TestCase):
+    def test_a_run_ends_at_its_target(self):
+        tmp = tempfile.mkdtemp(prefix="bench_report_tta_")
+        peer = os.path.join(tmp, "peer.py")
+        with open(peer, "w") as f:
+            f.write("import json, time\n"
+                    "for e, a in ((1, 0.80), (2, 0.885), (3, 0.90)):\n"
+                    "    print(json.dumps({'epoch': e, 'accuracy': a, 'train_s': 1.5}), "
+                    "flush=True)\n"
+                    "time.sleep(30)\n")
+        started = time.monotonic()
+        seconds, curve = runners.tta_run("torch", "mlp", 1, 6, 0.88, 128, 100,
+                                         {"torch_script": peer}, timeout=20)
+        self.assertLess(time.monotonic() - started, 15)
+        self.assertEqual((seconds, curve["epochs_to_target"]), (3.0, 2))
+
+
 class CommandLineTest(unittest.TestCase):
     def test_bad_flags_are_usage_errors(self):
         for argv in (["--fail-on-regression"], ["--rounds=0"], ["--parts=collectives,gpu"],
                      ["--max-bytes=4Q"], ["--models=resnet"], ["--workers=1,x"],
-                     ["--tta-models=vgg"]):
+                     ["--tta-models=vgg"], ["--ops=gather"], ["--nprocs=1"], ["--nprocs=x"]):
             with self.assertRaises(SystemExit, msg=argv) as e:
                 main.parse_args(argv)
             self.assertEqual(e.exception.code, 2)
@@ -287,8 +511,8 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual((p["max_bytes"], p["nprocs"], p["workers"]), (8192, [2], [2]))
         full = main.plan(main.parse_args([]))
         self.assertEqual((full["nprocs"], full["workers"]), ([2, 4], [1, 2, 4]))
-        self.assertIn("broadcast", full["other_ops"])
-        self.assertIn("alltoall", full["other_ops"])
+        self.assertIn("broadcast", full["ops"])
+        self.assertIn("alltoall", full["ops"])
         self.assertEqual((full["tta_models"], p["tta_models"]), (["mlp"], []))
 
 

@@ -7,17 +7,22 @@ Each round runs every implementation once, in turn (ours, then each peer), so th
 weather hits all of them alike; a figure is the median of its rounds with the min-max spread
 (Note [Within noise] in stats.py). --compare prints the % change of every figure against an
 older results.json and marks regressions beyond the noise; --fail-on-regression then exits 1.
+The run is the list of steps plan.steps makes; --plan=OLD/results.json prints each step's
+expected seconds and the total without running anything (Note [Step estimates] in plan.py). A
+step that fails or passes its timeout marks its implementations' columns "failed" or "timed out"
+and the report still completes.
 """
 import argparse
 import datetime
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
-from benchreport import environment, plots, report, runners, stats
+from benchreport import environment, plan as planning, plots, report, runners, stats
 
 # The workspace, or the runfiles tree of a test (abspath, not realpath: the runfiles' own files).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,6 +50,8 @@ def parse_args(argv):
                     help="with --compare: exit 1 when a figure regressed beyond its noise")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (default 3)")
     ap.add_argument("--max-bytes", type=parse_size, help="largest collective size")
+    ap.add_argument("--ops", help="collectives to run (default: allreduce quick, else all five)")
+    ap.add_argument("--nprocs", help="collectives' world sizes (default: 2 quick, else 2,4)")
     ap.add_argument("--samples", type=int, help="training samples per run")
     ap.add_argument("--models", default="mlp,cnn", help="training models (default mlp,cnn)")
     ap.add_argument("--workers", help="training worker counts (default 1,2 quick, else 1,2,4)")
@@ -59,6 +66,13 @@ def parse_args(argv):
     ap.add_argument("--mpich", default="mpiexec.mpich", help="MPICH's launcher")
     ap.add_argument("--render", metavar="RESULTS_JSON",
                     help="run nothing: write the report of a recorded results.json into --out")
+    ap.add_argument("--plan", metavar="RESULTS_JSON[,...]",
+                    help="run nothing: print every step of the run the other flags describe "
+                         "with its expected seconds and the total, estimated from a recorded "
+                         "results.json (Note [Step estimates] in plan.py)")
+    ap.add_argument("--estimate-from", metavar="RESULTS_JSON",
+                    help="record each step's estimate from a recorded results.json beside its "
+                         "real seconds (results.json \"steps\") and print both totals")
     args = ap.parse_args(argv)
     if args.fail_on_regression and not args.compare:
         ap.error("--fail-on-regression needs --compare=OLD/results.json")
@@ -74,6 +88,18 @@ def parse_args(argv):
             ap.error(f"--workers={args.workers}: a comma-separated list of counts (1,2,4)")
         if not all(1 <= w <= 16 for w in args.workers):
             ap.error(f"--workers={args.workers}: counts are 1..16")
+    ops = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]
+    if args.ops is not None:
+        args.ops = args.ops.split(",")
+        if not set(args.ops) <= set(ops):
+            ap.error(f"--ops={','.join(args.ops)}: choose from {', '.join(ops)}")
+    if args.nprocs is not None:
+        try:
+            args.nprocs = [int(n) for n in args.nprocs.split(",")]
+        except ValueError:
+            ap.error(f"--nprocs={args.nprocs}: a comma-separated list of world sizes (2,4)")
+        if not all(2 <= n <= 15 for n in args.nprocs):
+            ap.error(f"--nprocs={args.nprocs}: world sizes are 2..15")
     args.parts = set(args.parts.split(","))
     known = {"collectives", "training", "tta"}
     if not args.parts <= known:
@@ -89,13 +115,22 @@ def plan(args):
     quick = args.quick
     p = {
         "rounds": args.rounds or 3,
-        "nprocs": [2] if quick else [2, 4],
+        "nprocs": args.nprocs or ([2] if quick else [2, 4]),
         "min_bytes": 4 << 10,
-        "max_bytes": args.max_bytes or ((1 << 20) if quick else (64 << 20)),
+        "max_bytes": args.max_bytes or ((1 << 20) if quick else (256 << 20)),
         "iters": 10 if quick else 20,
         "warmup": 3 if quick else 5,
+        # Note [Sweep budget] (bench_inputs.h): 4x size steps from 1 MiB and fewer iterations
+        # from 4 MiB keep the 256 MiB sweeps of the full run within its 30 minutes.
+        "coarse_from": 1 << 20,
+        "budget_bytes": 4 << 20,
+        "min_iters": runners.MIN_BUDGET_ITERS,  # bench_inputs.h kMinBudgetIters, for the record
+        # Rounds past the second sweep only up to this size: the 64 and 256 MiB points, which
+        # cost the most (the MPI peers' above all), get two rounds, still a min-max spread.
+        "late_round_max_bytes": 16 << 20,
         # Every op runs against every peer that has it (PyTorch's gloo has no reduce_scatter).
-        "other_ops": [] if quick else ["allgather", "reduce_scatter", "broadcast", "alltoall"],
+        "ops": args.ops or (["allreduce"] if quick else
+                            ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]),
         # Training samples per run; the CNN's steps cost ~50x the MLP's, so --quick gives it
         # fewer to stay under 5 minutes.
         "samples": args.samples or (2560 if quick else 6400),
@@ -179,84 +214,76 @@ class Results:
         return list(self.by_key.values())
 
 
-def run_collectives(p, paths, mpich_missing, results, errors, progress):
-    timeout = 600
-    # MPICH's UCX TCP run hung (one rank spinning, one blocked) once in ~10 sweeps here: a hang
-    # costs a bounded few minutes and an error in the report, not the whole run.
-    mpich_timeout = 60 if p["max_bytes"] <= (16 << 20) else 300
-    for rnd in range(p["rounds"]):
-        for nproc in p["nprocs"]:
-            sweep = dict(nproc=nproc, min_bytes=p["min_bytes"], max_bytes=p["max_bytes"],
-                         iters=p["iters"], warmup=p["warmup"], timeout=timeout)
-            steps = []
-            for op in ["allreduce"] + p["other_ops"]:
-                steps += [(f"{op}: ours (auto) + PyTorch + OpenMPI",
-                           lambda op=op: runners.collectives_round(
-                               paths["collectives"], op, peers=True, transport="auto", **sweep)),
-                          (f"{op}: ours (tcp)", lambda op=op: runners.collectives_round(
-                              paths["collectives"], op, peers=False, transport="tcp", **sweep))]
-                if not mpich_missing:
-                    for tcp in (False, True):
-                        steps.append((f"{op}: MPICH ({'tcp' if tcp else 'shm'})",
-                                      lambda op=op, tcp=tcp: runners.mpich_round(
-                                          p["mpich"], paths["mpich_collectives"], tcp=tcp, op=op,
-                                          **dict(sweep, timeout=mpich_timeout))))
-            for what, fn in steps:
-                what = f"round {rnd + 1}, n={nproc}, {what}"
-                try:
-                    results.add_rows(fn())
-                except runners.BenchError as e:
-                    errors.append(f"{what}: {e}")
-                progress.step(what)
+# A peer's sweep that takes longer than this is killed and its columns marked "timed out";
+# MPICH's hang in MPI_Finalize is cut much sooner (Note [Finalize hang], runners.py).
+COLLECTIVES_TIMEOUT_S = 600
+MPICH_TIMEOUT_S = {"quick": 60, "full": 180}
 
 
-def training_configs(p):
-    """(figure, model, workers, no_sync) in the order a round runs them."""
-    configs = []
-    for model in p["models"]:
-        for w in p["workers"]:
-            configs.append((f"train {model}", model, w, False))
-        if 2 in p["workers"] and p["no_sync"]:
-            configs.append((f"train {model} no-sync", model, 2, True))
-    return configs
+def execute(step, p, paths, results):
+    """Runs one step of plan.steps and adds its measurements to `results`; returns the
+    implementations of the step that gave no rows without failing it (none but collectives)."""
+    kind = step["kind"]
+    sweep = {k: step[k] for k in ("nproc", "min_bytes", "max_bytes", "iters", "warmup",
+                                  "coarse_from", "budget_bytes")} if "nproc" in step else {}
+    if kind == "collectives":
+        rows = runners.collectives_round(
+            paths["collectives"], step["op"], peers=step["peers"], transport=step["transport"],
+            timeout=COLLECTIVES_TIMEOUT_S, **sweep)
+        results.add_rows(rows)
+        # The benchmark kills an implementation that passes --timeout-s (or fails) and goes on
+        # with the others: what is missing here is named by the caller.
+        got = {f"{'ours' if r['backend'] == 'native' else r['backend']}/{r['transport']}"
+               for r in rows}
+        return [impl for impl in step["impls"] if impl not in got]
+    elif kind == "mpich":
+        timeout = MPICH_TIMEOUT_S["quick" if p["max_bytes"] <= (16 << 20) else "full"]
+        results.add_rows(runners.mpich_round(p["mpich"], paths["mpich_collectives"],
+                                             tcp=step["tcp"], op=step["op"], timeout=timeout,
+                                             **sweep))
+    elif kind == "training":
+        value = runners.training_run(step["impls"][0], step["model"], step["workers"], 1,
+                                     step["samples"], step["batch"], step["no_sync"], paths,
+                                     timeout=900)
+        results.add(step["figure"], step["impls"][0], step["workers"], "samples_per_s", value)
+    else:
+        # Time to accuracy, ours and PyTorch interleaved per round; MLPerf trims the fastest
+        # and slowest of its runs and averages the rest, which for 3 rounds is the median.
+        seconds, curve = runners.tta_run(step["impls"][0], step["model"], step["workers"],
+                                         step["epochs"], step["target"], step["batch"],
+                                         step["test_samples"], paths, timeout=1800)
+        results.add(step["figure"], step["impls"][0], step["workers"], "seconds_to_accuracy",
+                    seconds, raw=curve, higher_is_better=False)
+    return []
 
 
-def run_training(p, paths, results, errors, progress):
-    for rnd in range(p["rounds"]):
-        for figure, model, workers, no_sync in training_configs(p):
-            for impl in ("ours", "torch"):  # interleaved: the same weather for both
-                what = f"round {rnd + 1}, {figure}, {workers} worker(s), {impl}"
-                try:
-                    samples = p["cnn_samples"] if model == "cnn" else p["samples"]
-                    value = runners.training_run(impl, model, workers, 1, samples,
-                                                 p["batch"], no_sync, paths, timeout=900)
-                    results.add(figure, impl, workers, "samples_per_s", value)
-                except runners.BenchError as e:
-                    errors.append(f"{what}: {e}")
-                progress.step(what)
-
-
-def tta_figure(p, model):
-    return f"time to {p['tta_targets'][model]:.2f} {model}"
-
-
-def run_tta(p, paths, results, errors, progress):
-    """Time to accuracy, ours and PyTorch interleaved per round; MLPerf trims the fastest and
-    slowest of its runs and averages the rest, which for 3 rounds is the median we report."""
-    for rnd in range(p["rounds"]):
-        for model in p["tta_models"]:
-            for workers in p["tta_workers"]:
-                for impl in ("ours", "torch"):
-                    what = f"round {rnd + 1}, {tta_figure(p, model)}, {workers} worker(s), {impl}"
-                    try:
-                        seconds, curve = runners.tta_run(
-                            impl, model, workers, p["tta_epochs"], p["tta_targets"][model],
-                            p["batch"], p["tta_test_samples"], paths, timeout=1800)
-                        results.add(tta_figure(p, model), impl, workers, "seconds_to_accuracy",
-                                    seconds, raw=curve, higher_is_better=False)
-                    except runners.BenchError as e:
-                        errors.append(f"{what}: {e}")
-                    progress.step(what)
+def run_steps(step_list, p, paths, results, errors, failures, progress, estimator=None):
+    """Runs every step; a failed step becomes an error line and a "failures" entry per
+    implementation ("timed out" or "failed"), so the report still completes. Returns the steps'
+    records for results.json."""
+    records = []
+    for step in step_list:
+        started = time.monotonic()
+        try:
+            for impl in execute(step, p, paths, results):
+                errors.append(f"{step['what']}: {impl} gave no results (timed out or failed; "
+                              "the benchmark's output says which)")
+                failures.append({"figure": step["figure"], "impl": impl,
+                                 "round": step["round"] + 1, "status": "no result",
+                                 "what": step["what"]})
+        except runners.BenchError as e:
+            errors.append(f"{step['what']}: {e}")
+            status = "timed out" if e.timed_out else "failed"
+            for impl in step["impls"]:
+                failures.append({"figure": step["figure"], "impl": impl,
+                                 "round": step["round"] + 1, "status": status,
+                                 "what": step["what"]})
+        record = dict(step, seconds=round(time.monotonic() - started, 2))
+        if estimator is not None:
+            record["estimate_s"] = round(estimator.estimate(step), 2)
+        records.append(record)
+        progress.step(step["what"])
+    return records
 
 
 def load_results(path):
@@ -270,6 +297,14 @@ def load_results(path):
         raise SystemExit(f"bench-report: {path} is not a bench-report results.json "
                          "(no \"measurements\" list)")
     return doc
+
+
+def reference(paths):
+    """The Estimator of one or more recorded runs ("a.json,b.json": their measurements and steps
+    together, a later file's measurement replacing an earlier one's)."""
+    docs = [load_results(path) for path in paths.split(",")]
+    return planning.Estimator({"measurements": [m for d in docs for m in d["measurements"]],
+                               "steps": [s for d in docs for s in d.get("steps", [])]})
 
 
 def write_report(doc, out):
@@ -291,6 +326,12 @@ def main(argv):
         return compare_with(doc, args, 0)
     p = plan(args)
     p["mpich"] = args.mpich
+    if args.plan:
+        mpich = "collectives" in args.parts and shutil.which(args.mpich) is not None
+        step_list = planning.steps(p, mpich, args.parts)
+        print(planning.format_plan(step_list, reference(args.plan), args.plan))
+        return 0
+    estimator = reference(args.estimate_from) if args.estimate_from else None
     started = time.monotonic()
     bin_dir = args.bin_dir or bazel_bin()
     paths = {
@@ -307,26 +348,16 @@ def main(argv):
         why = runners.mpich_missing(args.mpich, paths["mpich_collectives"])
         if why:
             missing["MPICH"] = why
-    steps = 0
-    if "collectives" in args.parts:
-        steps += (p["rounds"] * len(p["nprocs"]) * (1 + len(p["other_ops"])) *
-                  (2 + (0 if missing else 2)))
-    if "training" in args.parts:
-        steps += p["rounds"] * len(training_configs(p)) * 2
-    if "tta" in args.parts:
-        steps += p["rounds"] * len(p["tta_models"]) * len(p["tta_workers"]) * 2
-    progress = Progress(steps)
-    results, errors = Results(), []
+    step_list = planning.steps(p, "MPICH" not in missing, args.parts)
+    progress = Progress(len(step_list))
+    results, errors, failures, records = Results(), [], [], []
     loads = []
-    if "collectives" in args.parts:
-        run_collectives(p, paths, missing, results, errors, progress)
-        loads.append(list(os.getloadavg()))
-    if "training" in args.parts:
-        run_training(p, paths, results, errors, progress)
-        loads.append(list(os.getloadavg()))
-    if "tta" in args.parts and p["tta_models"]:
-        run_tta(p, paths, results, errors, progress)
-        loads.append(list(os.getloadavg()))
+    for part in ("collectives", "training", "tta"):
+        mine = [s for s in step_list
+                if (s["kind"] if s["kind"] != "mpich" else "collectives") == part]
+        if mine:
+            records += run_steps(mine, p, paths, results, errors, failures, progress, estimator)
+            loads.append(list(os.getloadavg()))
     progress.close()
     env["load_during"] = loads
     doc = {
@@ -344,7 +375,9 @@ def main(argv):
                                 "every thread variable 1"},
         "missing_peers": missing,
         "errors": errors,
+        "failures": failures,
         "measurements": results.list(),
+        "steps": records,
         "seconds": round(time.monotonic() - started, 1),
     }
     with open(os.path.join(args.out, "results.json"), "w") as f:
@@ -352,6 +385,10 @@ def main(argv):
     images = write_report(doc, args.out)
     print(f"bench-report: wrote {args.out}/report.md, report.html, results.json and "
           f"{len(images)} PNGs in {doc['seconds']:.0f} s", file=sys.stderr)
+    if estimator is not None:
+        print(f"bench-report: estimated {sum(r['estimate_s'] for r in records):.0f} s from "
+              f"{args.estimate_from}, the steps took {sum(r['seconds'] for r in records):.0f} s",
+              file=sys.stderr)
     for e in errors:
         print(f"bench-report: error: {e}", file=sys.stderr)
     return compare_with(doc, args, 1 if errors else 0)

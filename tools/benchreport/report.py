@@ -9,7 +9,7 @@ import base64
 import html
 import os
 
-from benchreport import plots, stats
+from benchreport import plots, runners, stats
 
 
 def fmt_bytes(n):
@@ -91,6 +91,12 @@ def summary_blocks(doc, cs):
     missing = doc.get("missing_peers", {})
     if missing:
         blocks.append(("table", ["peer", "status"], [[k, v] for k, v in missing.items()]))
+    if doc.get("failures"):
+        blocks.append(("p", "Runs that failed or timed out (killed; their columns say so and "
+                            "their figures come from the other rounds, if any):"))
+        blocks.append(("table", ["figure", "impl", "round", "status"],
+                       [[f["figure"], f["impl"], str(f["round"]), f["status"]]
+                        for f in doc["failures"]]))
     if doc.get("errors"):
         blocks.append(("p", "Runs that failed (their figures are missing): " +
                        "; ".join(e.splitlines()[0] for e in doc["errors"])))
@@ -110,7 +116,9 @@ def summary_blocks(doc, cs):
 
 def collective_blocks(doc, figure, cs, images):
     ms = [m for m in doc["measurements"] if m["figure"] == figure]
-    impls = sorted({m["impl"] for m in ms}, key=lambda i: (not i.startswith("ours"), i))
+    failed = failed_rounds(doc, figure)
+    impls = sorted({m["impl"] for m in ms} | set(failed),
+                   key=lambda i: (not i.startswith("ours"), i))
     sizes = sorted({m["x"] for m in ms})
     by = {(m["impl"], m["x"]): m for m in ms}
     bw_rows, lat_rows = [], []
@@ -119,8 +127,10 @@ def collective_blocks(doc, figure, cs, images):
         for impl in impls:
             m = by.get((impl, x))
             if m is None:
-                bw.append("-")
-                lat.append("-")
+                # Every round of this implementation failed: say how, not just "-".
+                status = failed[impl][0][1] if impl in failed else "-"
+                bw.append(status)
+                lat.append(status)
                 continue
             bw.append(stats.Summary(m["reps"]).text())
             fastest = min(r.get("min_us", r["time_us"]) for r in m["raw"])
@@ -137,6 +147,17 @@ def collective_blocks(doc, figure, cs, images):
     for peer, label in (("MPICH", "mpich"),):
         if peer in doc.get("missing_peers", {}):
             blocks.append(("p", f"{peer}: {doc['missing_peers'][peer]}."))
+    for impl, rounds in sorted(failed.items()):
+        blocks.append(("p", f"{impl}: " + ", ".join(f"round {r} {status}"
+                                                    for r, status in rounds) +
+                       " (killed; the report went on without it)."))
+    hung = sorted({m["impl"] for m in ms for r in m["raw"] if r.get("finalize_hang")})
+    for impl in hung:
+        runs = max(sum(bool(r.get("finalize_hang")) for r in m["raw"])
+                   for m in ms if m["impl"] == impl)
+        blocks.append(("p", f"{impl}: {runs} of its runs hung in MPI_Finalize after printing "
+                            "every result (MPICH over UCX's TCP transport); each was killed "
+                            "and its results kept."))
     if figure.startswith("reduce_scatter"):
         blocks.append(("p", "PyTorch: no column, its gloo backend (1.13) has no reduce_scatter."))
     blocks.append(("p", "Latency, us, OSU-style min / p50 / p99 / max: the fastest single "
@@ -155,8 +176,19 @@ def collective_blocks(doc, figure, cs, images):
 
 
 def plan_iters(doc, nbytes):
-    """Timed operations per round at `nbytes` (bench_inputs.h IterationsFor)."""
-    return doc["plan"]["iters"] * min(max((64 << 10) // max(nbytes, 1), 1), 16)
+    """Timed operations per round at `nbytes` (bench_inputs.h BudgetedIterations)."""
+    plan = doc["plan"]
+    return runners.iterations_for(plan["iters"], nbytes, plan.get("budget_bytes", 0),
+                                  floor=plan.get("min_iters", 5))
+
+
+def failed_rounds(doc, figure):
+    """{impl: [(round, "timed out" | "failed"), ...]} of `figure`'s failed runs."""
+    out = {}
+    for f in doc.get("failures", []):
+        if f["figure"] == figure:
+            out.setdefault(f["impl"], []).append((f["round"], f["status"]))
+    return out
 
 
 def training_blocks(doc, cs, images):

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # Fixed glibc malloc thresholds for every process (bench/training/torch_fashion_mnist.py says
@@ -33,7 +34,10 @@ ROW_RE = re.compile(r"^ROW rank=(\d+) bytes=(\d+) count=(\d+) time_us=([\d.]+) "
 
 
 class BenchError(RuntimeError):
-    """A benchmark process failed; the message names the command and ends with its output."""
+    """A benchmark process failed; the message names the command and ends with its output.
+    .timed_out: it was killed at its timeout."""
+
+    timed_out = False
 
 
 def thread_env(threads, base=None):
@@ -46,27 +50,88 @@ def thread_env(threads, base=None):
     return env
 
 
-def run(cmd, env, timeout, cwd=None):
-    """stdout of `cmd`; BenchError (with the output's tail) on failure or timeout. The command
-    runs in a session of its own, so a timeout kills what it started too (mpiexec's ranks)."""
-    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
-    try:
-        stdout, stderr = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        raise BenchError(f"{' '.join(cmd)} did not finish in {timeout:g} s (killed)") from None
-    except BaseException:
-        # Interrupted (Ctrl-C, or SIGTERM through main's handler): the benchmark's own session
-        # would outlive us (a spinning MPICH rank was seen doing so), so it goes first.
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        raise
-    if p.returncode != 0:
+def descendants(pid):
+    """Every living process descended from `pid` (from /proc), children first."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid):
+    """SIGKILL the session `pid` leads and every process descended from it: MPICH's hydra starts
+    each rank in a session of its own, which a group kill alone would leave spinning."""
+    victims = descendants(pid)
+    for kill in [lambda: os.killpg(pid, signal.SIGKILL)] + [
+            (lambda v=v: os.kill(v, signal.SIGKILL)) for v in victims]:
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_until(cmd, env, timeout, cwd=None, stop_when=None, grace=0.0):
+    """(stdout, stopped) of `cmd`. With `stop_when`, a predicate on the stdout so far, the command
+    is killed `grace` seconds after it first holds, if it has not ended by then, and `stopped`
+    says so (Note [Finalize hang], a time-to-accuracy run past its target). BenchError on failure
+    or when `timeout` passes first (its .timed_out is True then). The command runs in a session of
+    its own, so a kill takes what it started too (mpiexec's ranks)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err, text=True,
+                             start_new_session=True)
+        start = time.monotonic()
+        held_since = None
+        stopped = False
+        try:
+            while p.poll() is None:
+                now = time.monotonic()
+                if now - start > timeout:
+                    kill_tree(p.pid)
+                    p.wait()
+                    error = BenchError(f"{' '.join(cmd)} did not finish in {timeout:g} s "
+                                       "(killed)")
+                    error.timed_out = True
+                    raise error
+                if stop_when is not None and held_since is None:
+                    out.seek(0)
+                    if stop_when(out.read()):
+                        held_since = now
+                if held_since is not None and now - held_since >= grace:
+                    kill_tree(p.pid)
+                    p.wait()
+                    stopped = True
+                    break
+                time.sleep(0.1)
+        except BaseException:
+            # Interrupted (Ctrl-C, or SIGTERM through main's handler): the benchmark's own session
+            # would outlive us (a spinning MPICH rank was seen doing so), so it goes first.
+            kill_tree(p.pid)
+            p.wait()
+            raise
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if p.returncode != 0 and not stopped:
         tail = (stdout + stderr)[-2000:]
         raise BenchError(f"{' '.join(cmd)} exited with {p.returncode}; its output ends:\n{tail}")
-    return stdout
+    return stdout, stopped
+
+
+def run(cmd, env, timeout, cwd=None):
+    """stdout of `cmd`; BenchError (with the output's tail) on failure or timeout."""
+    return run_until(cmd, env, timeout, cwd)[0]
 
 
 def bus_factor(op, nproc):
@@ -78,9 +143,26 @@ def bus_factor(op, nproc):
     return 1.0
 
 
-def iterations_for(iters, nbytes):
-    """bench/collectives/bench_inputs.h IterationsFor: up to 16x more runs below 64 KiB."""
-    return iters * min(max((64 << 10) // max(nbytes, 1), 1), 16)
+# bench_inputs.h kMinBudgetIters.
+MIN_BUDGET_ITERS = 2
+
+
+def iterations_for(iters, nbytes, budget_bytes=0, warmup=False, floor=MIN_BUDGET_ITERS):
+    """bench/collectives/bench_inputs.h BudgetedIterations: up to 16x more runs below 64 KiB,
+    and with `budget_bytes` fewer above it, at least `floor` (Note [Sweep budget] there)."""
+    plain = iters * min(max((64 << 10) // max(nbytes, 1), 1), 16)
+    if budget_bytes <= 0 or nbytes <= budget_bytes or iters <= 0:
+        return plain
+    return min(max(iters * budget_bytes // nbytes, min(iters, 1 if warmup else floor)), plain)
+
+
+def sweep_sizes(min_bytes, max_bytes, coarse_from=0):
+    """The sizes of a sweep (bench_inputs.h NextSweepBytes: 4x steps from coarse_from)."""
+    sizes, nbytes = [], min_bytes
+    while nbytes <= max_bytes:
+        sizes.append(nbytes)
+        nbytes *= 4 if 0 < coarse_from <= nbytes else 2
+    return sizes
 
 
 def rows_from_output(text, op, nproc):
@@ -114,8 +196,15 @@ def rows_from_output(text, op, nproc):
     return rows
 
 
+def sweep_flags(min_bytes, max_bytes, iters, warmup, coarse_from=0, budget_bytes=0):
+    """The sweep flags bench/collectives and the MPI peer share."""
+    return [f"--min-bytes={min_bytes}", f"--max-bytes={max_bytes}", f"--iters={iters}",
+            f"--warmup={warmup}", f"--coarse-from={coarse_from}",
+            f"--budget-bytes={budget_bytes}"]
+
+
 def collectives_round(binary, op, nproc, min_bytes, max_bytes, iters, warmup, peers,
-                      transport, timeout):
+                      transport, timeout, coarse_from=0, budget_bytes=0):
     """One sweep of bench/collectives (ours and, with `peers`, PyTorch gloo and OpenMPI over TCP
     and shared memory, taking turns): rows as its --json writes them. `transport` is
     PADDLE_TRANSPORT for our workers ("auto" leaves it unset)."""
@@ -126,11 +215,13 @@ def collectives_round(binary, op, nproc, min_bytes, max_bytes, iters, warmup, pe
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         path = os.path.join(tmp, "rows.json")
         cmd = [binary, "--backend=native", f"--op={op}", f"--nproc={nproc}",
-               f"--min-bytes={min_bytes}", f"--max-bytes={max_bytes}", f"--iters={iters}",
-               f"--warmup={warmup}", f"--timeout-s={timeout}", f"--json={path}"]
+               f"--timeout-s={timeout}", f"--json={path}"]
+        cmd += sweep_flags(min_bytes, max_bytes, iters, warmup, coarse_from, budget_bytes)
         if peers:
             cmd.append("--peers")
-        run(cmd, env, timeout + 30)
+        # `timeout` bounds each implementation's sweep inside the benchmark (--timeout-s kills a
+        # hung one and the others go on); the step as a whole runs up to four of them.
+        run(cmd, env, timeout * (4 if peers else 1) + 30)
         with open(path) as f:
             rows = json.load(f)
     for row in rows:
@@ -139,20 +230,33 @@ def collectives_round(binary, op, nproc, min_bytes, max_bytes, iters, warmup, pe
     return rows
 
 
+# Note [Finalize hang] in bench/peers/mpi_collectives.cc: once every rank has printed this, its
+# rows are all out; a run still alive FINALIZE_GRACE_S later is stuck in MPI_Finalize.
+FINALIZE_RE = re.compile(r"^FINALIZE rank=(\d+)", re.M)
+FINALIZE_GRACE_S = 5.0
+
+
 def mpich_round(mpiexec, binary, nproc, min_bytes, max_bytes, iters, warmup, tcp, timeout,
-                op="allreduce"):
+                op="allreduce", coarse_from=0, budget_bytes=0):
     """One sweep of `op` under MPICH (its ch4:ucx device: UCX's shared memory by default,
-    UCX_TLS=tcp,self for TCP): rows like collectives_round's."""
+    UCX_TLS=tcp,self for TCP): rows like collectives_round's. A run that hangs in MPI_Finalize
+    after every rank's rows are out is killed after FINALIZE_GRACE_S and its rows kept, each
+    marked "finalize_hang"."""
     env = thread_env(1)
     if tcp:
         env["UCX_TLS"] = "tcp,self"
         env["UCX_NET_DEVICES"] = "lo"
-    cmd = [mpiexec, "-n", str(nproc), binary, f"--op={op}", f"--min-bytes={min_bytes}",
-           f"--max-bytes={max_bytes}", f"--iters={iters}", f"--warmup={warmup}"]
-    rows = rows_from_output(run(cmd, env, timeout), op, nproc)
+    cmd = [mpiexec, "-n", str(nproc), binary, f"--op={op}"]
+    cmd += sweep_flags(min_bytes, max_bytes, iters, warmup, coarse_from, budget_bytes)
+    text, stopped = run_until(
+        cmd, env, timeout, stop_when=lambda out: len(set(FINALIZE_RE.findall(out))) >= nproc,
+        grace=FINALIZE_GRACE_S)
+    rows = rows_from_output(text, op, nproc)
     for row in rows:
         row.update(backend="mpich", algo="default", transport="tcp" if tcp else "default-shm",
                    dtype="float32")
+        if stopped:
+            row["finalize_hang"] = True
     return rows
 
 
@@ -210,15 +314,27 @@ def time_to_accuracy(accuracies, train_s, target):
     return None, None
 
 
-def accuracy_curve(impl, text):
-    """([accuracy per epoch], [training seconds per epoch]) of one run's output."""
+def accuracy_curve(impl, text, require=True):
+    """([accuracy per epoch], [training seconds per epoch]) of one run's output so far: ours'
+    epoch lines, or the peer's per-epoch JSON lines ({"epoch", "accuracy", "train_s"}) or, from
+    an older peer, its final JSON. BenchError when there is none and `require`."""
     if impl == "ours":
         found = EPOCH_RE.findall(text)
-        if not found:
-            raise BenchError("no epoch lines in the output:\n" + text[-1000:])
-        return [float(a) for _, a, _ in found], [float(t) for _, _, t in found]
-    doc = last_json(text)
-    return doc["epoch_accuracy"], doc["epoch_train_s"]
+        accuracies, train_s = [float(a) for _, a, _ in found], [float(t) for _, _, t in found]
+    else:
+        accuracies, train_s = [], []
+        for line in text.splitlines():
+            line = line.split("] ", 1)[-1] if line.startswith("[rank") else line
+            if line.startswith('{"epoch":'):
+                doc = json.loads(line)
+                accuracies.append(doc["accuracy"])
+                train_s.append(doc["train_s"])
+        if not accuracies and require:
+            doc = last_json(text)
+            return doc["epoch_accuracy"], doc["epoch_train_s"]
+    if not accuracies and require:
+        raise BenchError("no epoch lines in the output:\n" + text[-1000:])
+    return accuracies, train_s
 
 
 def tta_run(impl, model, workers, epochs, target, batch, test_samples, paths, timeout):
@@ -237,7 +353,11 @@ def tta_run(impl, model, workers, epochs, target, batch, test_samples, paths, ti
         cmd = ["/usr/bin/python3", paths["launch"], f"--nproc={workers}"] + cmd
     env = thread_env(1)
     env.pop("WORLD_SIZE", None)
-    accuracies, train_s = accuracy_curve(impl, run(cmd, env, timeout))
+    # The epochs after the first that reaches the target cannot change the figure: the run ends
+    # there (the schedule still spans all `epochs`, as in a full run).
+    reached_target = lambda out: any(a >= target for a in accuracy_curve(impl, out, False)[0])
+    text, _ = run_until(cmd, env, timeout, stop_when=reached_target)
+    accuracies, train_s = accuracy_curve(impl, text)
     seconds, reached = time_to_accuracy(accuracies, train_s, target)
     if seconds is None:
         raise BenchError(f"{impl} {model} at {workers} worker(s) did not reach {target} in "

@@ -256,6 +256,8 @@ def cmd_tune(a):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"thresholds": th, "rows": rows}, f, indent=1)
+    if a.emit:
+        tune.emit(params, a.emit, {a.link: th})
 
 
 def add_cluster_flags(p):
@@ -328,12 +330,15 @@ def main(argv=None):
     p.add_argument("--search", action="store_true", help="also find the best bucket size")
     p.set_defaults(fn=cmd_step)
 
-    p = sub.add_parser("tune", help="allreduce thresholds the model prefers vs today's")
+    p = sub.add_parser("tune", help="allreduce thresholds the model prefers vs today's; "
+                       "--emit writes them for the engine")
     p.add_argument("--params", required=True)
     p.add_argument("--link", default="tcp", help="params entry (tcp, shm)")
     p.add_argument("--nproc", default="2,3,4,8,16,64")
     p.add_argument("--shared-cores", action="store_true")
     p.add_argument("--json")
+    p.add_argument("--emit", metavar="FILE",
+                   help="write the tuning file the engine reads (PADDLE_TUNING_PARAMS)")
     p.set_defaults(fn=cmd_tune)
 
     a = ap.parse_args(argv)

@@ -121,7 +121,7 @@ def fit_group(features, times, robust=True, gamma=None):
 # In every schedule the bytes reduced are a fixed share of the bytes moved (ring and hd N/2 of
 # N, the tree all of it, the workspace (L-1)/(2L-1) of its copies), so beta and gamma are nearly
 # collinear and a free fit trades one for the other. `fit --gamma-gbs` takes the reduction
-# kernel's speed from its own benchmark (bench/collective:reduction_bench) instead, which
+# kernel's speed from its own benchmark (bench/micro:reduction_bench) instead, which
 # leaves beta, alpha and the per-message overhead to the sweeps.
 
 

@@ -10,8 +10,34 @@ def current_choice(nbytes, n, shared_cores):
 
 
 def model_choice(cluster, nbytes, algos=("tree", "hd", "ring")):
+    """The fastest algorithm; times within a relative 1e-9 of the best tie, and then the first in
+    `algos` wins (allreduce_cost_model.cc ModelAllreduceChoice does the same)."""
     times = {a: engine.simulate(cluster, a, nbytes) for a in algos}
-    return min(times, key=times.get), times
+    best = min(times.values())
+    return next(a for a in algos if times[a] <= best * (1 + 1e-9)), times
+
+
+TRANSPORTS = ("tcp", "shm", "ucx")  # the entries the engine's selector can follow
+
+
+def emit(params, path, thresholds_by_link):
+    """The tuning file PADDLE_TUNING_PARAMS reads (allreduce_cost_model.h): every tcp, shm and ucx
+    entry of `params`, exact to the last bit, and the choices they make as comments."""
+    lines = ["paddle_tuning_params 1",
+             f"# from {params.path} by `tools/simulate tune --emit`; read by PADDLE_TUNING_PARAMS",
+             "# link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte"]
+    names = sorted(n for n in params.links if n.split("@")[0] in TRANSPORTS)
+    if not names:
+        raise ValueError(f"{params.path} has no {', '.join(TRANSPORTS)} entries to emit")
+    for name in names:
+        link = params.links[name]
+        lines.append("link " + name + " " + " ".join(repr(float(v)) for v in link.vector()))
+    for link, th in thresholds_by_link.items():
+        for n, t in th.items():
+            lines.append(f"# {link}, {n} ranks: tree up to {t['tree_max_bytes']} bytes, hd up to "
+                         f"{t['hd_max_bytes']} (0: never), the ring above")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def table_for(cluster_of_n, sizes=SIZES, ns=(2, 3, 4, 8, 16, 64), shared_cores=False):

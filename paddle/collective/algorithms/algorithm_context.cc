@@ -18,9 +18,25 @@ namespace {
 // every pending request at once, so this only bounds a broken transport.
 constexpr absl::Duration kDrainTimeout = absl::Seconds(30);
 
-// How long a receive waits for its message before it looks at the peer's stamp instead (Note
-// [Agreement check]): far beyond a message's usual latency, short against any timeout.
+// How long a Wait waits for its message before it looks at the stamps that arrived (Note
+// [Agreement check], Note [Ring stamp]): far beyond a message's usual latency, short against any
+// timeout; and how often it looks again while the message is still on its way.
 constexpr absl::Duration kStampSlice = absl::Milliseconds(20);
+constexpr absl::Duration kStampPoll = absl::Milliseconds(100);
+
+// `theirs`, from `peer`, against `mine` (this rank's stamp for it); a mismatch is logged and
+// aborts the transport before the peer's data is used: it is never reduced into a result nor
+// forwarded.
+absl::Status CompareStamps(Transport& transport, int peer, const CallStamp& mine,
+                           const CallStamp& theirs) {
+  if (StampsAgree(mine, theirs)) return absl::OkStatus();
+  absl::Status error = StampMismatchError(transport.rank(), transport.world_size(), peer,
+                                          transport.channel(peer).peer_address(), mine, theirs,
+                                          absl::StrCat(transport.name(), " transport"));
+  PADDLE_LOG(INFO, COLL) << error;
+  transport.Abort(error);
+  return error;
+}
 
 }  // namespace
 
@@ -31,8 +47,9 @@ constexpr absl::Duration kStampSlice = absl::Milliseconds(20);
 class PeerAgreement {
  public:
   PeerAgreement(Transport& transport, const CallStamp& stamp, std::vector<int64_t> send_counts,
-                std::vector<int64_t> recv_counts)
+                std::vector<int64_t> recv_counts, bool ring)
       : transport_(transport),
+        ring_(ring && transport.world_size() > 1),
         stamp_(stamp),
         send_counts_(std::move(send_counts)),
         recv_counts_(std::move(recv_counts)),
@@ -85,15 +102,28 @@ class PeerAgreement {
     return request;
   }
 
-  // Whether any stamp left or was expected in this operation.
-  bool Touched() const {
-    for (const Peer& p : peers_) {
-      if (p.sent || p.posted) return true;
-    }
-    return false;
-  }
+  Transport& transport() const { return transport_; }
 
-  // Sends this rank's stamp to `peer` with no message after it (AgreeWithoutData).
+  // Note [Ring stamp]: whether this operation compares stamps around the ring, and its
+  // neighbours there.
+  bool ring() const { return ring_; }
+  int next() const { return (transport_.rank() + 1) % transport_.world_size(); }
+  int previous() const {
+    return (transport_.rank() + transport_.world_size() - 1) % transport_.world_size();
+  }
+  // Note [Ring stamp]: the stamp to the next rank leaves (unless it left with a message already)
+  // and the previous rank's is expected. Once per operation; a no-op without the ring.
+  void StartRing() {
+    if (!ring_ || ring_started_) return;
+    ring_started_ = true;
+    SendStampOnly(next());
+    BeforeRecv(previous());
+  }
+  bool ring_started() const { return ring_started_; }
+  // The call runs on the node workspace, which compares stamps itself: no ring.
+  void SkipRing() { ring_ = false; }
+
+  // Sends this rank's stamp to `peer` with no message after it (StartRing).
   void SendStampOnly(int peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (p.sent) return;
@@ -110,6 +140,12 @@ class PeerAgreement {
   }
 
   bool Checked(int peer) const { return peers_[static_cast<size_t>(peer)].checked; }
+  // Whether `peer`'s stamp is here (or its receive failed) and not yet compared: Receive then
+  // returns at once.
+  bool Arrived(int peer) const {
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    return !p.checked && p.recv != nullptr && p.recv->IsCompleted();
+  }
 
   // Waits for `peer`'s stamp the first time (OK at once after that); `*theirs` is then the stamp
   // to compare, else null. A failed receive is the transport's error.
@@ -137,6 +173,8 @@ class PeerAgreement {
   };
 
   Transport& transport_;
+  bool ring_;
+  bool ring_started_ = false;
   const CallStamp stamp_;
   const std::vector<int64_t> send_counts_;
   const std::vector<int64_t> recv_counts_;
@@ -226,7 +264,12 @@ AlgorithmContext& AlgorithmContext::set_stamp(const CallStamp& stamp,
                (send_counts.empty() || send_counts.size() == static_cast<size_t>(size_)))
       << "pair counts need one entry per rank";
   agreement_ = std::make_shared<PeerAgreement>(*transport_, stamp, std::move(send_counts),
-                                               std::move(recv_counts));
+                                               std::move(recv_counts), /*ring=*/true);
+  return *this;
+}
+
+AlgorithmContext& AlgorithmContext::set_ring_stamps(RingStamps* ring_stamps) {
+  ring_stamps_ = ring_stamps;
   return *this;
 }
 
@@ -243,7 +286,12 @@ AlgorithmContext AlgorithmContext::AfterSteps(uint32_t steps) const {
 AlgorithmContext AlgorithmContext::OnSubset(Transport& subset) const {
   AlgorithmContext sub(subset, op_name_, seq_, deadline_);
   sub.set_piece_bytes(piece_bytes_);
-  if (agreement_ != nullptr) sub.set_stamp(agreement_->stamp());
+  if (agreement_ != nullptr) {
+    // Note [Ring stamp]: the ring is the whole group's, compared by the context that owns it.
+    sub.agreement_ =
+        std::make_shared<PeerAgreement>(subset, agreement_->stamp(), std::vector<int64_t>{},
+                                        std::vector<int64_t>{}, /*ring=*/false);
+  }
   return sub;
 }
 
@@ -295,19 +343,23 @@ PeerMessage AlgorithmContext::Recv(int peer, void* data, size_t bytes, uint32_t 
 absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
   if (message.request_ == nullptr) return absl::OkStatus();
   absl::Status s;
-  if (agreement_ != nullptr && !message.is_send_ && !agreement_->Checked(message.peer_)) {
-    // Note [Agreement check]: the peer's stamp left just before this message, so waiting for the
-    // message first costs one wake-up for both. A peer silent for kStampSlice may be in another
-    // call, sending on other tags: its stamp (one tag for all calls) then tells, before the
-    // message is waited for again.
+  if (agreement_ != nullptr || ring_stamps_ != nullptr) {
+    // Note [Ring stamp]: before this rank may block, its stamp is on its way to the next rank.
+    if (agreement_ != nullptr) agreement_->StartRing();
+    // Note [Agreement check]: a receive's peer stamp left just before its message, so waiting for
+    // the message first costs one wake-up for both. A message that takes longer than a slice
+    // may be one that never comes (the peer, or the ranks it waits for, are in another call):
+    // the stamps already here then tell, and are looked at again every kStampPoll.
     s = message.request_->Wait(Deadline::After(std::min(kStampSlice, deadline_.Remaining())));
-    if (absl::IsDeadlineExceeded(s) && !deadline_.Expired()) {
-      RETURN_IF_ERROR(CheckPeerStamp(message, /*message_ok=*/true));
-      s = message.request_->Wait(deadline_);
+    while (absl::IsDeadlineExceeded(s) && !deadline_.Expired()) {
+      RETURN_IF_ERROR(CheckArrivedStamps(message));
+      s = message.request_->Wait(Deadline::After(std::min(kStampPoll, deadline_.Remaining())));
     }
     // When the message itself failed (a size mismatch poisons the transport), a stamp that
     // arrived explains why better.
-    RETURN_IF_ERROR(CheckPeerStamp(message, s.ok()));
+    if (agreement_ != nullptr && !message.is_send_ && !agreement_->Checked(message.peer_)) {
+      RETURN_IF_ERROR(CheckPeerStamp(message, s.ok()));
+    }
   } else {
     s = message.request_->Wait(deadline_);
   }
@@ -318,28 +370,56 @@ absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
   return MessageFailed(message, s, "");
 }
 
-absl::Status AlgorithmContext::AgreeWithoutData() const {
-  if (agreement_ == nullptr || size_ == 1 || agreement_->Touched()) return absl::OkStatus();
-  // Every rank of an all-empty call does the same, so the k-th stamp on each link still meets
-  // the k-th expected there.
-  const int next = (rank_ + 1) % size_;
-  const int previous = (rank_ + size_ - 1) % size_;
-  agreement_->SendStampOnly(next);
-  agreement_->BeforeRecv(previous);
+absl::Status AlgorithmContext::FinishAgreement() const {
+  if (agreement_ == nullptr || !agreement_->ring()) return absl::OkStatus();
+  agreement_->StartRing();  // a rank that never waited has not started it
+  // Earlier calls' stamps that came in during this one (the previous rank's messages of this
+  // call follow them on the link).
+  if (ring_stamps_ != nullptr) RETURN_IF_ERROR(ring_stamps_->CheckArrived());
+  const int previous = agreement_->previous();
+  if (agreement_->Checked(previous)) return absl::OkStatus();
+  if (ring_stamps_ != nullptr && !agreement_->Arrived(previous)) {
+    // Note [Ring stamp]: never waited for here; compared later.
+    absl::Status s = ring_stamps_->Keep(agreement_, deadline_);
+    return s.ok() ? s : Fail(s);
+  }
   const CallStamp* theirs = nullptr;
   absl::Status s = agreement_->Receive(previous, deadline_, &theirs);
   if (!s.ok()) {
     return Fail(Annotate(s, absl::StrCat("waiting for the agreement stamp of rank ", previous,
-                                         " (this rank moved no data in this call)")));
+                                         " (Note [Ring stamp])")));
   }
-  const CallStamp mine = agreement_->StampFor(previous);
-  if (theirs == nullptr || StampsAgree(mine, *theirs)) return absl::OkStatus();
-  absl::Status error =
-      StampMismatchError(rank_, size_, previous, transport_->channel(previous).peer_address(), mine,
-                         *theirs, absl::StrCat(transport_->name(), " transport"));
-  PADDLE_LOG(INFO, COLL) << error;
-  transport_->Abort(error);
-  return error;
+  if (theirs == nullptr) return absl::OkStatus();
+  return CompareStamps(*transport_, previous, agreement_->StampFor(previous), *theirs);
+}
+
+void AlgorithmContext::MarkWorkspaceCall() const {
+  if (agreement_ != nullptr) agreement_->SkipRing();
+}
+
+absl::Status AlgorithmContext::CheckArrivedStamps(PeerMessage& message) const {
+  if (agreement_ != nullptr) {
+    for (int peer : {message.is_send_ ? -1 : message.peer_,
+                     agreement_->ring_started() ? agreement_->previous() : -1}) {
+      if (peer < 0 || !agreement_->Arrived(peer)) continue;
+      const CallStamp* theirs = nullptr;
+      // A failed stamp receive: the transport is poisoned, and the message fails with the cause.
+      if (!agreement_->Receive(peer, deadline_, &theirs).ok() || theirs == nullptr) continue;
+      absl::Status s = CompareStamps(*transport_, peer, agreement_->StampFor(peer), *theirs);
+      if (!s.ok()) {
+        message.Drain();
+        return s;
+      }
+    }
+  }
+  if (ring_stamps_ != nullptr) {
+    absl::Status s = ring_stamps_->CheckArrived();
+    if (!s.ok()) {
+      message.Drain();
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AlgorithmContext::CheckPeerStamp(PeerMessage& message, bool message_ok) const {
@@ -352,16 +432,9 @@ absl::Status AlgorithmContext::CheckPeerStamp(PeerMessage& message, bool message
     return message_ok ? MessageFailed(message, s, "its agreement stamp") : absl::OkStatus();
   }
   if (theirs == nullptr) return absl::OkStatus();
-  const CallStamp mine = agreement_->StampFor(peer);
-  if (StampsAgree(mine, *theirs)) return absl::OkStatus();
-  absl::Status error =
-      StampMismatchError(rank_, size_, peer, transport_->channel(peer).peer_address(), mine,
-                         *theirs, absl::StrCat(transport_->name(), " transport"));
-  PADDLE_LOG(INFO, COLL) << error;
-  // Poisoned before the peer's data is used: it is never reduced into a result nor forwarded.
-  transport_->Abort(error);
-  message.Drain();
-  return error;
+  s = CompareStamps(*transport_, peer, agreement_->StampFor(peer), *theirs);
+  if (!s.ok()) message.Drain();
+  return s;
 }
 
 absl::Status AlgorithmContext::MessageFailed(PeerMessage& message, const absl::Status& s,
@@ -449,6 +522,61 @@ absl::Status AlgorithmContext::CheckRoot(int root) const {
     return InvalidArgument(absl::StrCat("root rank ", root, " is outside [0, ", size_, ")"));
   }
   return absl::OkStatus();
+}
+
+// ---- RingStamps ----
+
+RingStamps::RingStamps(Transport& transport, absl::Duration close_timeout)
+    : transport_(transport), close_timeout_(close_timeout) {}
+
+RingStamps::~RingStamps() {
+  const Deadline deadline = Deadline::After(close_timeout_);
+  while (!pending_.empty()) {
+    absl::Status s = CheckOldest(deadline);
+    if (!s.ok()) {
+      PADDLE_LOG(WARN, COLL) << "closing the " << transport_.name() << " transport of rank "
+                             << transport_.rank() << "/" << transport_.world_size() << ": " << s;
+      transport_.Abort(s);
+    }
+  }
+}
+
+absl::Status RingStamps::CheckArrived() {
+  while (!pending_.empty() && pending_.front()->Arrived(pending_.front()->previous())) {
+    RETURN_IF_ERROR(CheckOldest(Deadline::After(absl::ZeroDuration())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingStamps::Keep(std::shared_ptr<PeerAgreement> agreement, const Deadline& deadline) {
+  PADDLE_CHECK(&agreement->transport() == &transport_) << "a ring stamp of another transport";
+  RETURN_IF_ERROR(CheckArrived());
+  while (pending_.size() >= kMaxPendingRingStamps) RETURN_IF_ERROR(CheckOldest(deadline));
+  pending_.push_back(std::move(agreement));
+  return absl::OkStatus();
+}
+
+absl::Status RingStamps::CheckOldest(const Deadline& deadline) {
+  // Dropped whatever happens: a failed or missing stamp aborts the transport, which fails the
+  // receive, so its buffer can go (~PeerAgreement waits for that).
+  std::shared_ptr<PeerAgreement> agreement = std::move(pending_.front());
+  pending_.pop_front();
+  const int previous = agreement->previous();
+  const CallStamp mine = agreement->StampFor(previous);
+  const CallStamp* theirs = nullptr;
+  absl::Status s = agreement->Receive(previous, deadline, &theirs);
+  if (!s.ok()) {
+    s = ErrorContext()
+            .Rank(transport_.rank(), transport_.world_size())
+            .Peer(previous, transport_.channel(previous).peer_address())
+            .Op(OpKindName(static_cast<OpKind>(mine.kind)), static_cast<int64_t>(mine.seq))
+            .Wrap(
+                Annotate(s, "waiting for the ring stamp of the previous rank (Note [Ring stamp])"));
+    transport_.Abort(s);
+    return s;
+  }
+  if (theirs == nullptr) return absl::OkStatus();
+  return CompareStamps(transport_, previous, mine, *theirs);
 }
 
 // ---- MessageWindow ----

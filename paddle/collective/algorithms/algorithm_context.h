@@ -23,6 +23,30 @@
 // [Agreement check] in paddle/collective/call_stamp.h) and the communicator's. No algorithm sends
 // a zero-byte message: both sides of every message know its size, and skip it when it is empty.
 //
+// Note [Ring stamp]
+// Stamps that ride with an operation's messages (Note [Agreement check]) are compared only by
+// ranks that receive from each other in it. Ranks that call different collectives can end up
+// waiting on each other in a cycle in which no stamp crosses a mismatched pair (three ranks over
+// TCP: rank 0 waits in a binomial-tree broadcast from rank 1 while ranks 1 and 2 run a
+// recursive-doubling allreduce), and the mismatch then showed only at the timeout. So every
+// operation on a transport also sends its stamp around the ring of all ranks: rank r sends its
+// stamp to r+1 before it may first block (Wait) or at the end if it never waited, and posts the
+// receive of r-1's. If any rank's call differs, some adjacent pair r-1, r differs (the ring is
+// closed), and r-1's stamp reaches r without r-1 waiting for anything. Nothing waits for r-1's
+// stamp on the fast path: at the end of the operation (FinishAgreement) it is compared if it
+// has arrived, else it is kept pending in the communicator's RingStamps, which compares it at
+// the start of the next operation or while a Wait is slow (kStampSlice, then every kStampPoll).
+// A Wait that takes long looks at every stamp that arrived (its peer's, r-1's of this and of
+// earlier operations) and a mismatch aborts the transport with both calls named, which wakes
+// every rank of the cycle. The k-th stamp on a link meets the k-th receive posted there, as
+// every stamp does. Cost: where the next rank is also a peer (ring algorithms, the barrier) the
+// stamp rides with the first message; elsewhere (trees) one 48-byte message per operation. At
+// most kMaxPendingRingStamps operations may wait for their stamp (a rank that far ahead of its
+// previous rank then waits), and the communicator waits for the last ones before it closes its
+// transport (they are on their way: closing first would fail the sender). Calls on the node
+// workspace compare stamps in its rounds instead (MarkWorkspaceCall), and the contexts of a
+// subset (OnSubset) leave the ring to the context of the whole group.
+//
 // Note [Algorithm errors]
 // A failed send or receive ends the whole operation. `Wait` returns the transport's error with
 // the context a user needs ("rank 2/4, peer 3 (127.0.0.1:41234), op allreduce #17, 1048576
@@ -42,6 +66,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "paddle/collective/call_stamp.h"
 #include "paddle/collective/transport/transport.h"
@@ -68,6 +93,10 @@ constexpr size_t kPipelineSends = 4;
 
 class AlgorithmContext;
 class PeerAgreement;
+class RingStamps;
+
+// Note [Ring stamp]: operations kept until the previous rank's ring stamp arrives.
+constexpr size_t kMaxPendingRingStamps = 256;
 
 // Scratch memory kept from one operation to the next: a fresh std::vector per call cost a zeroing
 // pass plus, above malloc's mmap threshold, an mmap, a page fault per 4 KiB and an munmap, which
@@ -143,13 +172,20 @@ class AlgorithmContext {
                               std::vector<int64_t> recv_counts = {});
   // The stamp set, if any (the workspace collectives compare it per round).
   const CallStamp* stamp() const;
-  // Note [Agreement check], for a call in which this rank moved no data (an empty tensor): sends
-  // the stamp to the next rank and compares the previous rank's, so a rank with an empty tensor
-  // among ranks with data is still caught. Only for calls in which every rank moves data or none
-  // does (not alltoallv or allgatherv, whose counts differ per rank), after the algorithm
-  // returned OK. OK at once without a stamp, with one rank, or if a stamp already left or was
-  // expected in this operation. A mismatch aborts the transport, as in Wait.
-  absl::Status AgreeWithoutData() const;
+  // Note [Ring stamp]: where operations whose previous rank's stamp has not arrived yet wait to be
+  // compared (the communicator's, which outlives the context); without one, FinishAgreement waits
+  // for that stamp. Slow Waits also look at it.
+  AlgorithmContext& set_ring_stamps(RingStamps* ring_stamps);
+  // Note [Ring stamp], after the algorithm returned OK: this rank's stamp has left for the next
+  // rank (if no message took it already) and the previous rank's is compared if it is here, else
+  // kept in the RingStamps. Never waits for it there. A mismatch aborts the transport, as in Wait.
+  // OK at once without a stamp, with one rank, or after MarkWorkspaceCall. Every rank of a call
+  // on the transport must call it (the links stay in step only if every rank sends and expects
+  // one ring stamp per call).
+  absl::Status FinishAgreement() const;
+  // The call runs on the node workspace, whose rounds compare the stamps (shm_collectives.cc):
+  // no ring. Before the first message; every rank of the call must take the same path.
+  void MarkWorkspaceCall() const;
 
   // A copy whose steps start `steps` later: the second phase of a composite algorithm (ring
   // allreduce = reduce-scatter, then allgather) gets tags of its own.
@@ -195,6 +231,9 @@ class AlgorithmContext {
   // Note [Agreement check]: before `message` (a receive, which `message_ok` or failed) is used,
   // its peer's stamp; after a failed message only a stamp already there.
   absl::Status CheckPeerStamp(PeerMessage& message, bool message_ok) const;
+  // Note [Ring stamp], while `message` is slow: compares the stamps already here that were not
+  // compared yet (its peer's, the previous rank's, the pending ones); a mismatch drains `message`.
+  absl::Status CheckArrivedStamps(PeerMessage& message) const;
 
   Transport* transport_;
   int rank_;
@@ -205,7 +244,39 @@ class AlgorithmContext {
   size_t piece_bytes_ = kDefaultPieceBytes;
   mutable std::shared_ptr<ScratchArena> arena_;  // shared by the copies made by AfterSteps
   std::shared_ptr<PeerAgreement> agreement_;     // shared by the copies made by AfterSteps
+  RingStamps* ring_stamps_ = nullptr;
   uint32_t first_step_ = 0;
+};
+
+// Note [Ring stamp]: the operations of one transport whose previous rank's ring stamp had not
+// arrived when they finished, oldest first. Used by one operation at a time (the communicator's
+// queue thread); the transport must outlive it.
+class RingStamps {
+ public:
+  // `close_timeout`: how long the destructor waits for the stamps still on their way.
+  RingStamps(Transport& transport, absl::Duration close_timeout);
+  // Waits for the pending stamps (they are on their way from ranks that reached the same calls)
+  // and compares them; one that does not come within the close timeout, or differs, aborts the
+  // transport (logged: nobody is left to return it to).
+  ~RingStamps();
+  RingStamps(const RingStamps&) = delete;
+  RingStamps& operator=(const RingStamps&) = delete;
+
+  // Compares the pending stamps that have arrived, oldest first; never waits. A mismatch (or a
+  // failed stamp receive) is the error, with the transport aborted.
+  absl::Status CheckArrived();
+  // Keeps `agreement` until its previous rank's stamp arrives; with kMaxPendingRingStamps kept
+  // already, first waits for the oldest until `deadline`.
+  absl::Status Keep(std::shared_ptr<PeerAgreement> agreement, const Deadline& deadline);
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  // Compares the oldest pending stamp, which arrived or failed, and drops it.
+  absl::Status CheckOldest(const Deadline& deadline);
+
+  Transport& transport_;
+  const absl::Duration close_timeout_;
+  std::deque<std::shared_ptr<PeerAgreement>> pending_;
 };
 
 // Messages in flight, oldest first, at most `capacity` of them: Add waits for the oldest when the

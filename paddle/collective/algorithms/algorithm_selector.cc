@@ -148,8 +148,25 @@ int64_t TreeMaxBytes(int world_size) {
   return world_size <= 8 ? kSmallGroupTreeMaxBytes : kLargeGroupTreeMaxBytes;
 }
 
+// Note [Tuned allreduce]
+// With PADDLE_TUNING_PARAMS naming a file from `tools/simulate tune --emit`, the communicator's
+// rank 0 takes the file's link for the transport it found at start-up and its ranks per host
+// (AgreeOnTuning) and publishes it, so every rank holds the same four numbers. Each allreduce
+// then runs the algorithm the cost model (allreduce_cost_model.h, the simulator's formulas)
+// predicts fastest for its bytes and world size, instead of the table above; PADDLE_ALGO still
+// forces one. Without the variable, or without an entry for the transport, the table applies.
 Algorithm AlgorithmSelector::ForAllreduce(int64_t bytes, int world_size) const {
   if (forced_.has_value()) return *forced_;
+  if (tuned_.has_value()) {
+    switch (ModelAllreduceChoice(tuned_->link, world_size, bytes, tuned_->piece_bytes)) {
+      case ModelAlgorithm::kTree:
+        return Algorithm::kTree;
+      case ModelAlgorithm::kHalvingDoubling:
+        return Algorithm::kHalvingDoubling;
+      case ModelAlgorithm::kRing:
+        return Algorithm::kRing;
+    }
+  }
   if (bytes <= TreeMaxBytes(world_size)) return Algorithm::kTree;
   if (table_ == AllreduceTable::kSharedCores) {
     return world_size == 3 ? Algorithm::kRing : Algorithm::kHalvingDoubling;

@@ -1,5 +1,6 @@
 // Which algorithm runs a collective: chosen per call from the message size and world size by a
-// small table (Note [Algorithm table] in algorithm_selector.cc, docs/algorithms.md), or forced for
+// small table (Note [Algorithm table] in algorithm_selector.cc, docs/algorithms.md) or, for
+// allreduce, by a fitted cost model (PADDLE_TUNING_PARAMS, Note [Tuned allreduce]), or forced for
 // the whole job with PADDLE_ALGO=ring|tree|hd.
 //
 // The Communicator builds one selector when it starts (`AlgorithmSelector::FromEnvironment()`, so
@@ -20,12 +21,15 @@
 #define PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_SELECTOR_H_
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "paddle/collective/algorithms/algorithm_context.h"
+#include "paddle/collective/algorithms/allreduce_cost_model.h"
 #include "paddle/collective/reduction.h"
 #include "paddle/core/dtype.h"
 
@@ -61,6 +65,13 @@ absl::string_view AllreduceTableName(AllreduceTable table);
 // Accepts the names above; anything else is kInvalidArgument.
 absl::StatusOr<AllreduceTable> ParseAllreduceTable(absl::string_view name);
 
+// The fitted cost model that replaces the allreduce table (Note [Tuned allreduce]).
+struct TunedAllreduce {
+  std::string entry;  // the tuning file's link name, e.g. "tcp@2"
+  LinkCost link;
+  int64_t piece_bytes = 0;  // the group's piece size, as the algorithms will cut
+};
+
 class AlgorithmSelector {
  public:
   // Follows the table for ranks that each have a core.
@@ -70,6 +81,9 @@ class AlgorithmSelector {
   // Uses `forced` for every allreduce; for broadcast, kRing is the chain and kTree and
   // kHalvingDoubling are the binomial tree (a broadcast has nothing to halve).
   explicit AlgorithmSelector(Algorithm forced) : forced_(forced) {}
+  // Allreduces follow the cost model `tuned` (`table` stays for what the model does not choose).
+  AlgorithmSelector(AllreduceTable table, TunedAllreduce tuned)
+      : table_(table), tuned_(std::move(tuned)) {}
 
   // PADDLE_ALGO unset or empty: the table; "ring", "tree" or "hd": forced; anything else:
   // kInvalidArgument naming the variable, its value and the accepted values.
@@ -77,6 +91,7 @@ class AlgorithmSelector {
 
   absl::optional<Algorithm> forced() const { return forced_; }
   AllreduceTable table() const { return table_; }
+  const absl::optional<TunedAllreduce>& tuned() const { return tuned_; }
 
   // The algorithm for `bytes` (the whole buffer) on `world_size` ranks.
   Algorithm ForAllreduce(int64_t bytes, int world_size) const;
@@ -91,6 +106,7 @@ class AlgorithmSelector {
  private:
   absl::optional<Algorithm> forced_;
   AllreduceTable table_ = AllreduceTable::kCorePerRank;
+  absl::optional<TunedAllreduce> tuned_;
 };
 
 }  // namespace paddle

@@ -2,7 +2,6 @@
 // Note [TCPStore wire format] in tcp_store_protocol.h for the frames it speaks.
 #include "paddle/collective/store/tcp_store_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <netdb.h>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "paddle/collective/net/socket_address.h"
 #include "paddle/collective/store/hmac_sha256.h"
 #include "paddle/core/deadline.h"
 #include "paddle/core/logging.h"
@@ -45,21 +45,6 @@ constexpr size_t kMaxReadPerTurn = 256 << 10;
 // Replies queued for a peer that does not read them; past this its requests are not parsed
 // until it catches up, so a client that only writes cannot grow the server's memory.
 constexpr size_t kMaxPendingReplyBytes = 4 << 20;
-
-std::string PeerAddress(const sockaddr_storage& addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-  }
-  return tcp_store::FormatHostPort(host, port);
-}
 
 std::string SecondsText(std::chrono::steady_clock::duration d) {
   return absl::StrFormat("%.3gs", std::chrono::duration<double>(d).count());
@@ -161,9 +146,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  server->port_ = bound.ss_family == AF_INET6
-                      ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                      : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  server->port_ = SocketAddress(reinterpret_cast<const sockaddr*>(&bound), bound_len).port();
   server->address_ = tcp_store::FormatHostPort(options.host, server->port_);
 
   server->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -287,7 +270,7 @@ void TcpStoreServer::AcceptAll() {
       }
       return;
     }
-    std::string peer = PeerAddress(addr);
+    std::string peer = SocketAddress(reinterpret_cast<const sockaddr*>(&addr), len).ToString();
     if (!MakeRoom(peer)) {
       close(fd);
       continue;

@@ -24,6 +24,17 @@ absl::StatusOr<std::vector<Tensor>> FunctionNode::Apply(std::vector<Tensor> grad
         " saved for backward was freed when the first backward pass ran through it; pass "
         "retain_graph=True to the first backward to run backward through the same graph again"));
   }
+  for (const SavedTensor& s : saved_) {  // Note [Saved tensor versions]
+    const uint64_t now = s.tensor.version();
+    if (now == s.version) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "one of the tensors ", name(), " saved for backward, its ", s.what,
+        s.index >= 0 ? absl::StrCat(" ", s.index) : std::string(), " (", s.tensor.ToString(),
+        "), was modified by an in-place operation: it is at version ", now, ", ", name(),
+        " saved it at version ", s.version,
+        ". Run backward before changing it (an optimizer step between forward and backward "
+        "changes every parameter), or change a clone() of it"));
+  }
   return backward_(grads[0]);
 }
 

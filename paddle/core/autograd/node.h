@@ -11,6 +11,16 @@
 // returned as soon as the backward pass is past it. Running backward through such a node again
 // is a kFailedPrecondition naming the node, instead of a silent second accumulation.
 // AccumulateGrad nodes save nothing and stay usable; leaves keep their gradients.
+//
+// Note [Saved tensor versions]: a backward closure computes with the tensors its forward saved
+// (an input for mul, the output for relu). An in-place write to one of them between forward and
+// backward (a Python `x += 1` under no_grad, an optimizer step) would silently give a gradient of
+// values the forward never saw. So each recording site declares what it saved (SavedTensor: which
+// input or output, and its storage's version then, Note [Version counters] in storage.h) and
+// FunctionNode::Apply compares the versions before running the closure: one integer compare per
+// saved tensor. A mismatch is a kFailedPrecondition naming the node, the saved tensor, its shape
+// and both versions. Operations that save nothing (add, reshape, scale) declare nothing, and an
+// in-place edit of their inputs is fine, as in PyTorch.
 #ifndef PADDLE_CORE_AUTOGRAD_NODE_H_
 #define PADDLE_CORE_AUTOGRAD_NODE_H_
 
@@ -62,20 +72,39 @@ class Node {
   std::vector<Edge> next_edges_;
 };
 
+// A tensor a FunctionNode's closure computes with, as declared to Note [Saved tensor versions].
+struct SavedTensor {
+  // Records `tensor`'s version now. `what` names it for the error ("input x", "output"; a string
+  // literal: it is not copied); `index` >= 0 is appended ("input 1").
+  SavedTensor(const char* what, Tensor tensor, int index = -1)
+      : what(what), index(index), version(tensor.version()), tensor(std::move(tensor)) {}
+
+  const char* what;
+  int index;
+  uint64_t version;
+  Tensor tensor;  // keeps the storage (and so its counter) alive
+};
+
 // The backward of a single-output operation as a function of the output's gradient. Saved
-// tensors live in the closure and are freed with the graph.
+// tensors live in the closure and are freed with the graph; `saved` declares them (Note [Saved
+// tensor versions]).
 class FunctionNode final : public Node {
  public:
   using BackwardFn = std::function<absl::StatusOr<std::vector<Tensor>>(const Tensor& grad)>;
 
-  FunctionNode(std::string name, BackwardFn backward)
-      : Node(std::move(name), 1), backward_(std::move(backward)) {}
+  FunctionNode(std::string name, BackwardFn backward, std::vector<SavedTensor> saved = {})
+      : Node(std::move(name), 1), backward_(std::move(backward)), saved_(std::move(saved)) {}
 
   absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> grads) override;
-  void ReleaseSavedState() override { backward_ = nullptr; }
+  void ReleaseSavedState() override {
+    backward_ = nullptr;
+    saved_.clear();
+  }
+  const std::vector<SavedTensor>& saved() const { return saved_; }
 
  private:
   BackwardFn backward_;  // null once released
+  std::vector<SavedTensor> saved_;
 };
 
 }  // namespace paddle::autograd

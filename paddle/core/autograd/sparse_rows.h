@@ -5,7 +5,7 @@
 // as SparseRows held beside the dense slot (Variable::sparse_grad(); grad() stays undefined):
 // `ids` names the rows, `rows` holds their gradients, duplicates allowed (one entry per lookup).
 // Backward passes append; the reducer replaces the local gradient by the coalesced average over
-// ranks (Note [Sparse exchange] in paddle/collective/reducer/reducer.h); optimizers then update
+// ranks (Note [Sparse exchange] in paddle/parallel/reducer/reducer.h); optimizers then update
 // only those rows (Note [Lazy sparse updates] in paddle/optim/optimizer.h). CPU tensors only.
 #ifndef PADDLE_CORE_AUTOGRAD_SPARSE_ROWS_H_
 #define PADDLE_CORE_AUTOGRAD_SPARSE_ROWS_H_

@@ -180,6 +180,7 @@ absl::Status Variable::set_grad(const Tensor& grad) {
 void Variable::ZeroGrad() {
   if (impl_) impl_->sparse_grad.reset();
   if (!impl_ || !impl_->grad.defined()) return;
+  impl_->grad.BumpVersion();  // Note [Version counters] in paddle/core/storage.h
   // Contiguous by construction (set_grad checks, accumulation clones contiguously).
   if (impl_->grad.device().is_cpu()) {
     std::memset(impl_->grad.data(), 0, impl_->grad.nbytes());
@@ -289,10 +290,15 @@ absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> gr
 
 Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edges,
                          FunctionNode::BackwardFn backward) {
+  return RecordOperation(std::move(output), name, std::move(edges), {}, std::move(backward));
+}
+
+Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edges,
+                         std::vector<SavedTensor> saved, FunctionNode::BackwardFn backward) {
   bool any = false;
   for (const Edge& e : edges) any = any || e.valid();
   if (!any || !GradMode::IsEnabled()) return Variable(std::move(output));
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(saved));
   node->set_next_edges(std::move(edges));
   return Variable::FromNode(std::move(output), std::move(node));
 }

@@ -113,6 +113,10 @@ class AccumulateGrad final : public Node {
 // dropped and the result is a plain leaf that requires nothing.
 Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edges,
                          FunctionNode::BackwardFn backward);
+// The same for an operation whose `backward` computes with the tensors in `saved` (Note [Saved
+// tensor versions] in node.h): its backward fails once one of them was written in place.
+Variable RecordOperation(Tensor output, const char* name, std::vector<Edge> edges,
+                         std::vector<SavedTensor> saved, FunctionNode::BackwardFn backward);
 
 // See Note [Gradient arithmetic on devices]. Each function handles tensors of its device type.
 struct DeviceGradientOps {

@@ -1,6 +1,6 @@
 // Rendezvous: 16 real processes through every URL scheme, and each misconfiguration a user can
 // make, checked by the message it produces. Workers are this binary re-executed (see
-// worker_processes.h), so main() below is ours rather than gtest_main's.
+// paddle/testing/rendezvous_worker.h), so main() below is ours rather than gtest_main's.
 #include "paddle/collective/rendezvous/rendezvous.h"
 
 #include <arpa/inet.h>
@@ -19,8 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle/collective/store/file_store.h"
-#include "tests/collective/rendezvous/worker_processes.h"
-#include "tests/collective/store/etcd_server.h"
+#include "paddle/testing/etcd_server.h"
+#include "paddle/testing/rendezvous_worker.h"
 
 namespace paddle {
 namespace {

@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle/core/status.h"
-#include "tests/collective/store/etcd_server.h"
+#include "paddle/testing/etcd_server.h"
 #include "tests/collective/store/store_contract.h"
 
 namespace paddle {

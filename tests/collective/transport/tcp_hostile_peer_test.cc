@@ -17,7 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "paddle/collective/transport/tcp/socket_address.h"
+#include "paddle/collective/net/socket_address.h"
 #include "paddle/collective/transport/tcp/tcp_channel.h"
 #include "paddle/collective/transport/tcp/tcp_loop.h"
 #include "paddle/collective/transport/tcp/tcp_socket.h"

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "paddle/collective/net/socket_address.h"
 #include "paddle/collective/store/hash_store.h"
-#include "paddle/collective/transport/tcp/socket_address.h"
 #include "paddle/collective/transport/tcp/tcp_socket.h"
 #include "paddle/collective/transport/tcp/tcp_wire.h"
 

@@ -1,19 +1,9 @@
 // Transport test helpers; see transport_test_harness.h.
 #include "tests/collective/transport/transport_test_harness.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -121,63 +111,20 @@ void RunRankThreads(int world, const TransportFactory& factory,
   for (auto& thread : threads) thread.join();
 }
 
-std::string WorkerProcess::Output() const {
-  std::ifstream in(output_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::vector<WorkerProcess> StartWorkerProcesses(const std::vector<std::vector<std::string>>& args,
                                                 const std::string& program) {
-  std::vector<WorkerProcess> workers(args.size());
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  static std::atomic<int> started{0};
+  std::vector<ChildSpec> specs(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    WorkerProcess& w = workers[i];
-    w.output_path =
-        absl::StrCat(tmp ? tmp : "/tmp", "/worker_process_", getpid(), "_", started++, ".log");
-    std::vector<std::string> full = {program};
-    full.insert(full.end(), args[i].begin(), args[i].end());
-    std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // Everything is built before fork: the child only makes async-signal-safe calls.
-    int fd = open(w.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fd);
-    w.pid = pid;
+    specs[i].argv = {program};
+    specs[i].argv.insert(specs[i].argv.end(), args[i].begin(), args[i].end());
   }
-  return workers;
+  return StartChildren(specs);
 }
 
 void WaitForWorkerProcesses(std::vector<WorkerProcess>& workers, absl::Duration limit) {
-  absl::Time give_up = absl::Now() + limit;
-  size_t running = workers.size();
-  while (running > 0) {
-    for (WorkerProcess& w : workers) {
-      if (w.exit_code != -1) continue;
-      int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
-      w.exited = absl::Now();
-      w.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      --running;
-    }
-    if (running > 0 && absl::Now() > give_up) {
-      for (WorkerProcess& w : workers) {
-        if (w.exit_code == -1) kill(w.pid, SIGKILL);
-      }
-      ADD_FAILURE() << running << " worker process(es) still running after " << limit << "; killed";
-      give_up = absl::InfiniteFuture();
-    }
-    absl::SleepFor(absl::Milliseconds(5));
+  const int killed = WaitForChildren(workers, limit);
+  if (killed > 0) {
+    ADD_FAILURE() << killed << " worker process(es) still running after " << limit << "; killed";
   }
 }
 

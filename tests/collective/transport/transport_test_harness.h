@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/transport.h"
+#include "paddle/testing/child_processes.h"
 
 namespace paddle {
 
@@ -84,17 +85,11 @@ void RunRankThreads(int world, const TransportFactory& factory,
                     const std::function<void(RankContext&)>& body,
                     const RankThreadsOptions& options = {});
 
-// One worker process: a program (by default this test binary again) run with some arguments.
-struct WorkerProcess {
-  pid_t pid = -1;
-  std::string output_path;  // its stdout and stderr
-  int exit_code = -1;       // 128 + N if killed by signal N
-  absl::Time exited;
-  std::string Output() const;
-};
+// One worker process (paddle/testing/child_processes.h): pid, exit_code, exited, Output().
+using WorkerProcess = ChildProcess;
 
 // Starts one process per entry of `args`, each running `program` (default: this binary) with
-// those arguments, stdout and stderr to a file; they die with the test if it crashes.
+// those arguments, stdout and stderr captured; they die with the test if it crashes.
 std::vector<WorkerProcess> StartWorkerProcesses(const std::vector<std::vector<std::string>>& args,
                                                 const std::string& program = "/proc/self/exe");
 // Waits for every worker to exit, up to `limit`; then kills the rest and fails the test.

@@ -26,8 +26,8 @@
 #include "absl/strings/str_split.h"
 #include "paddle/collective/backends/gloo/gloo_error.h"
 #include "paddle/collective/backends/gloo/gloo_store_adapter.h"
+#include "paddle/collective/net/socket_address.h"
 #include "paddle/collective/store/store.h"
-#include "paddle/collective/transport/tcp/socket_address.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
 

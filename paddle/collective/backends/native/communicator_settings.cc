@@ -9,12 +9,14 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/collective/transport/shm/host_identity.h"
 #include "paddle/collective/transport/shm/shm_transport.h"
 #include "paddle/collective/transport/tcp/tcp_transport.h"
 #include "paddle/collective/transport/ucx/ucx_transport.h"
 #include "paddle/core/cpu_features.h"
+#include "paddle/core/logging.h"
 #include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
@@ -47,6 +49,13 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
       return Annotate(algorithm.status(), "CommunicatorOptions.algorithm");
     }
     settings.selector = AlgorithmSelector(*algorithm);
+  }
+  if (!settings.selector.forced().has_value()) {
+    if (std::optional<std::string> path = StringSetting(kTuningParamsEnvVar)) {
+      absl::StatusOr<TuningParams> params = TuningParams::Load(*path);
+      if (!params.ok()) return Annotate(params.status(), kTuningParamsEnvVar);
+      settings.tuning_params = std::make_shared<const TuningParams>(*std::move(params));
+    }
   }
 
   ASSIGN_OR_RETURN(std::optional<bool> debug, BoolSetting(kDebugChecksEnvVar));
@@ -89,6 +98,45 @@ HostTuning AutomaticTuning(int local_size, int cores) {
           AllreduceTable::kSharedCores};
 }
 
+namespace {
+
+// The tuning file's entry name for the transport rank 0 found: "auto" is shared memory on one
+// host (every rank local) and TCP across hosts (Note [Transport choice]).
+std::string ModelTransport(const Settings& settings, int world_size, int local_size) {
+  if (settings.transport == "auto") return local_size == world_size ? "shm" : "tcp";
+  return settings.transport;
+}
+
+// "model=none" or "model=tcp@2:ALPHA,OVERHEAD,BETA,GAMMA" (exact doubles), as rank 0 publishes.
+std::string DescribeModel(const AlgorithmSelector& selector) {
+  if (!selector.tuned().has_value()) return "model=none";
+  const LinkCost& l = selector.tuned()->link;
+  return absl::StrFormat("model=%s:%.17g,%.17g,%.17g,%.17g", selector.tuned()->entry, l.alpha_us,
+                         l.overhead_us, l.beta_us_per_byte, l.gamma_us_per_byte);
+}
+
+// The inverse of DescribeModel; false when `text` is neither form.
+bool ParseModel(const std::string& text, size_t piece_bytes, AllreduceTable table,
+                AlgorithmSelector* selector) {
+  if (text == "model=none") {
+    *selector = AlgorithmSelector(table);
+    return true;
+  }
+  char entry[64] = {0};
+  TunedAllreduce tuned;
+  LinkCost& l = tuned.link;
+  if (std::sscanf(text.c_str(), "model=%63[^:]:%lf,%lf,%lf,%lf", entry, &l.alpha_us,
+                  &l.overhead_us, &l.beta_us_per_byte, &l.gamma_us_per_byte) != 5) {
+    return false;
+  }
+  tuned.entry = entry;
+  tuned.piece_bytes = static_cast<int64_t>(piece_bytes);
+  *selector = AlgorithmSelector(table, std::move(tuned));
+  return true;
+}
+
+}  // namespace
+
 absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int world_size,
                            int local_size, absl::Duration timeout, Settings* settings) {
   const bool table_automatic = !settings->selector.forced().has_value();
@@ -97,14 +145,32 @@ absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int w
     if (settings->piece_bytes == 0) settings->piece_bytes = automatic.piece_bytes;
     if (settings->slot_bytes == 0) settings->slot_bytes = automatic.slot_bytes;
     if (table_automatic) settings->selector = AlgorithmSelector(automatic.allreduce_table);
+    if (table_automatic && settings->tuning_params != nullptr) {
+      const std::string transport = ModelTransport(*settings, world_size, local_size);
+      TunedAllreduce tuned;
+      if (const LinkCost* link = settings->tuning_params->Find(transport, local_size,
+                                                               &tuned.entry)) {
+        tuned.link = *link;
+        tuned.piece_bytes = static_cast<int64_t>(settings->piece_bytes);
+        PADDLE_LOG(INFO, INIT) << "allreduce algorithms from the cost model " << tuned.entry
+                               << " of " << settings->tuning_params->path() << " for "
+                               << world_size << " ranks over " << transport;
+        settings->selector = AlgorithmSelector(automatic.allreduce_table, std::move(tuned));
+      } else {
+        PADDLE_LOG(WARN, INIT) << kTuningParamsEnvVar << "=" << settings->tuning_params->path()
+                               << " has no link for transport " << transport
+                               << "; the allreduce table applies";
+      }
+    }
     if (world_size == 1) return absl::OkStatus();
     // Published even when the user set everything: a rank left on "auto" by a mismatched
     // environment then still finds the key, and the settings check names the difference.
     return Annotate(
         store->Set(key, absl::StrCat("piece_bytes=", settings->piece_bytes,
                                      " slot_bytes=", settings->slot_bytes, " allreduce_table=",
-                                     AllreduceTableName(settings->selector.table()))),
-        "publishing the piece and slot sizes and the allreduce table");
+                                     AllreduceTableName(settings->selector.table()), " ",
+                                     DescribeModel(settings->selector))),
+        "publishing the piece and slot sizes, the allreduce table and the cost model");
   }
   if (settings->piece_bytes != 0 && settings->slot_bytes != 0 && !table_automatic) {
     return absl::OkStatus();
@@ -116,19 +182,25 @@ absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int w
   }
   HostTuning tuning;
   char table_name[32] = {0};
+  char model[512] = {0};
   absl::StatusOr<AllreduceTable> table = absl::InvalidArgumentError("missing");
-  if (std::sscanf(published->c_str(), "piece_bytes=%zu slot_bytes=%zu allreduce_table=%31s",
-                  &tuning.piece_bytes, &tuning.slot_bytes, table_name) == 3) {
+  if (std::sscanf(published->c_str(),
+                  "piece_bytes=%zu slot_bytes=%zu allreduce_table=%31s %511s",
+                  &tuning.piece_bytes, &tuning.slot_bytes, table_name, model) == 4) {
     table = ParseAllreduceTable(table_name);
   }
-  if (!table.ok() || tuning.piece_bytes == 0 || tuning.slot_bytes == 0) {
+  const size_t piece_bytes =
+      settings->piece_bytes != 0 ? settings->piece_bytes : tuning.piece_bytes;
+  AlgorithmSelector selector = settings->selector;
+  if (!table.ok() || tuning.piece_bytes == 0 || tuning.slot_bytes == 0 ||
+      !ParseModel(model, piece_bytes, table.ok() ? *table : AllreduceTable{}, &selector)) {
     return absl::InternalError(absl::StrCat("rank 0 published \"", *published, "\" under ", key,
-                                            " instead of piece and slot sizes and an allreduce "
-                                            "table"));
+                                            " instead of piece and slot sizes, an allreduce "
+                                            "table and a cost model"));
   }
-  if (settings->piece_bytes == 0) settings->piece_bytes = tuning.piece_bytes;
+  settings->piece_bytes = piece_bytes;
   if (settings->slot_bytes == 0) settings->slot_bytes = tuning.slot_bytes;
-  if (table_automatic) settings->selector = AlgorithmSelector(*table);
+  if (table_automatic) settings->selector = selector;
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@ namespace paddle {
 inline constexpr char kTransportEnvVar[] = "PADDLE_TRANSPORT";
 inline constexpr char kDebugChecksEnvVar[] = "PADDLE_DEBUG_CHECKS";
 inline constexpr char kPieceBytesEnvVar[] = "PADDLE_PIECE_BYTES";
+inline constexpr char kTuningParamsEnvVar[] = "PADDLE_TUNING_PARAMS";
 
 // The settings every rank of a group must agree on, resolved from options and environment.
 struct Settings {
@@ -32,6 +33,9 @@ struct Settings {
   // 0 ("auto") until AgreeOnTuning fills them in (Note [Sizes when ranks outnumber cores]).
   size_t piece_bytes = 0;
   size_t slot_bytes = 0;
+  // PADDLE_TUNING_PARAMS's file, read when no algorithm is forced; rank 0 picks its link for the
+  // transport in AgreeOnTuning (Note [Tuned allreduce]).
+  std::shared_ptr<const TuningParams> tuning_params;
 
   // Whether ranks on one host share a node workspace: not with transport=tcp.
   bool shared_memory() const { return transport != "tcp"; }
@@ -61,13 +65,14 @@ HostTuning AutomaticTuning(int local_size, int cores);
 // Fills in what `settings` leaves automatic (piece and slot sizes; the allreduce table unless an
 // algorithm is forced): rank 0 chooses (AutomaticTuning for its host's local size and its cores)
 // and publishes its choice under `key`; the other ranks read it, so every rank cuts messages and
-// picks algorithms alike even when hosts differ. Errors name the key; a missing key fails after
-// `timeout`.
+// picks algorithms alike even when hosts differ. With `settings->tuning_params`, rank 0 also
+// publishes the link the selector follows (Note [Tuned allreduce]). Errors name the key; a
+// missing key fails after `timeout`.
 absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int world_size,
                            int local_size, absl::Duration timeout, Settings* settings);
 
-// From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES and
-// PADDLE_SHM_SLOT_BYTES; kInvalidArgument naming the option or variable that is wrong.
+// From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES,
+// PADDLE_SHM_SLOT_BYTES and PADDLE_TUNING_PARAMS (its file read and checked here); kInvalidArgument naming the option or variable that is wrong.
 absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options);
 
 // The transport `settings` choose for `topology` (Note [Transport choice]).

@@ -116,6 +116,7 @@ class NativeCommunicator final : public Communicator {
         checks_(options.rank, options.world_size,
                 [](const Tensor& t, absl::string_view name) { return CheckTensor(t, name, true); }),
         debug_exchange_(*transport_, kDebugCheckTag),
+        ring_stamps_(*transport_, options.timeout),
         queue_(options.rank, options.world_size, [this](const absl::Status& cause) {
           transport_->Abort(cause);
           if (workspace_ != nullptr) workspace_->Abort(cause);
@@ -195,6 +196,9 @@ class NativeCommunicator final : public Communicator {
   CudaSupport cuda_;
   const CallChecks checks_;
   TransportExchange debug_exchange_;  // Note [Collective debug checks]
+  // Note [Ring stamp]: destroyed after the queue's thread is joined and before the transport,
+  // waiting for the stamps still on their way.
+  RingStamps ring_stamps_;
 
   std::mutex call_mu_;
   uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
@@ -254,6 +258,10 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
   }
   AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
   ctx.set_scratch_arena(scratch_).set_piece_bytes(settings_.piece_bytes);
+  // Note [Ring stamp]: stamps of earlier calls that arrived since are compared first; slow waits
+  // of this call look at them too.
+  ctx.set_ring_stamps(&ring_stamps_);
+  if (absl::Status s = ring_stamps_.CheckArrived(); !s.ok()) return {s, /*poison=*/true};
   if (!IsPointToPoint(call.kind) && call.kind != OpKind::kSplit) {
     // Note [Agreement check]: always on; the transport already checks point-to-point sizes.
     if (call.kind == OpKind::kAlltoallv) {
@@ -262,14 +270,11 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
       ctx.set_stamp(call.Stamp(seq));
     }
   }
-  // Note [Agreement check]: a rank whose tensor is empty moved nothing, so it compares stamps
-  // on its own (AgreeWithoutData), in calls where every rank moves data or none does.
-  const bool shared_count = call.kind == OpKind::kAllreduce || call.kind == OpKind::kBroadcast ||
-                            call.kind == OpKind::kReduce || call.kind == OpKind::kAllgather ||
-                            call.kind == OpKind::kReduceScatter || call.kind == OpKind::kAlltoall;
+  // Note [Ring stamp]: every call on the transport also compares stamps around the ring (that
+  // of a rank that moved no data too); the node workspace's calls opt out (MarkWorkspaceCall).
   auto run = [&]() -> absl::Status {
     RETURN_IF_ERROR(body(ctx));
-    return shared_count && call.count == 0 ? ctx.AgreeWithoutData() : absl::OkStatus();
+    return ctx.FinishAgreement();
   };
   if (cuda != nullptr) return cuda_.Run(ctx, *cuda, run);
   return run();
@@ -285,6 +290,7 @@ std::shared_ptr<Work> NativeCommunicator::Allreduce(Tensor tensor, ReduceOp op,
   if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
   return Submit(call, args, call_options, cuda, [this, tensor, op](const AlgorithmContext& ctx) {
     if (UseWorkspace(/*hierarchical_ok=*/true)) {
+      ctx.MarkWorkspaceCall();
       if (topology_.num_hosts == 1) {
         return ShmAllreduce(ctx, *workspace_, tensor.data(), tensor.numel(), tensor.dtype(), op);
       }
@@ -303,6 +309,7 @@ std::shared_ptr<Work> NativeCommunicator::Broadcast(Tensor tensor, int root,
   if (args.ok()) args = PrepareCuda(call, {{&tensor, CudaTensorRole::kInOut}}, &cuda);
   return Submit(call, args, call_options, cuda, [this, tensor, root](const AlgorithmContext& ctx) {
     if (UseWorkspace(/*hierarchical_ok=*/false)) {
+      ctx.MarkWorkspaceCall();
       return ShmBroadcast(ctx, *workspace_, tensor.data(), tensor.numel(), tensor.dtype(), root);
     }
     return settings_.selector.Broadcast(ctx, tensor.data(), tensor.numel(), tensor.dtype(), root);
@@ -333,6 +340,7 @@ std::shared_ptr<Work> NativeCommunicator::Allgather(Tensor input, Tensor output,
                 [this, input, output, block_offset, in_place](const AlgorithmContext& ctx) {
                   char* out = static_cast<char*>(output.data());
                   if (UseWorkspace(/*hierarchical_ok=*/false)) {
+                    ctx.MarkWorkspaceCall();
                     return ShmAllgather(ctx, *workspace_, input.data(), out, input.numel(),
                                         input.dtype());
                   }
@@ -381,6 +389,7 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
                   const bool overlaps = out < in + input.nbytes() && in < out + output.nbytes();
                   if (UseWorkspace(/*hierarchical_ok=*/false) &&
                       (!overlaps || out == in + static_cast<size_t>(me) * output.nbytes())) {
+                    ctx.MarkWorkspaceCall();
                     return ShmReduceScatter(ctx, *workspace_, input.data(), output.data(),
                                             output.numel(), input.dtype(), op);
                   }

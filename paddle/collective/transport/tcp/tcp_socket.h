@@ -11,7 +11,7 @@
 #include <cstddef>
 
 #include "absl/status/statusor.h"
-#include "paddle/collective/transport/tcp/socket_address.h"
+#include "paddle/collective/net/socket_address.h"
 #include "paddle/core/deadline.h"
 
 namespace paddle {

@@ -1,8 +1,8 @@
 // The TCP transport: a Transport (paddle/collective/transport/transport.h) over one TCP
 // connection per pair of ranks, driven by one epoll I/O thread per transport.
 //
-// The pieces, each in its own file:
-//   socket_address  the address to listen on and advertise, "host:port" text
+// The pieces, each in its own file (the address to listen on and advertise, and its "host:port"
+// text, is paddle/collective/net/socket_address.h, shared with the TCP store and Gloo):
 //   tcp_socket      deadline-bounded socket calls for connection setup
 //   tcp_wire        the handshake and the message header on the wire
 //   tcp_mesh        full-mesh setup through the store (Note [Full-mesh setup])
@@ -13,7 +13,7 @@
 //   tcp_tuning      the knobs below and the automatic wait spin (Note [Automatic spin])
 //
 // Tuning, read from the environment when a transport is created (the defaults are what
-// bench/collective/transport_bench measured best; see Note [Busy polling] in tcp_tuning.h):
+// bench/micro/transport_bench measured best; see Note [Busy polling] in tcp_tuning.h):
 //   PADDLE_TCP_WAIT_SPIN_US      a Wait() polls this long before sleeping (unset: 100 when the
 //                                ranks on this host fit its CPUs, else 0; Note [Automatic spin])
 //   PADDLE_TCP_BUSY_POLL_US      the I/O thread keeps polling this long after its last event

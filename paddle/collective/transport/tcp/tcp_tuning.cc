@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "paddle/collective/transport/tcp/socket_address.h"
+#include "paddle/collective/net/socket_address.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/settings.h"
 #include "paddle/core/status.h"

@@ -1,0 +1,78 @@
+// The simulator's cost model of the flat allreduce algorithms, evaluated in C++ so that the
+// algorithm selector can follow a fitted model at start-up without Python (docs/simulator.md,
+// "Tuning the engine from the model").
+//
+// A step in which a rank sends b bytes in P messages and its receiver reduces r of them costs
+//   alpha + overhead (P - 1) + beta b + gamma r                       (microseconds)
+// on one link (one host: no link is shared). PredictAllreduceUs sums the steps of the ring, the
+// tree (recursive doubling on piece-sized segments) and halving-doubling (segments of p2 pieces),
+// each folded when n is not a power of two, exactly as tools/simulator/schedules.py lays them
+// out; tests/tools/tuning_agreement_test.py checks that both pick the same algorithm at every
+// size of the fixture's sweep.
+//
+// The parameters come from a tuning file written by `tools/simulate tune --emit=FILE`:
+//
+//   paddle_tuning_params 1
+//   # link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte
+//   link tcp@2 182.5 197.1 0.00061 0.00008
+//
+// NAME is a transport ("tcp", "shm", "ucx"), optionally with "@R": fitted with R ranks per host.
+// '#' starts a comment. A malformed file is kInvalidArgument naming the file, line and field.
+#ifndef PADDLE_COLLECTIVE_ALGORITHMS_ALLREDUCE_COST_MODEL_H_
+#define PADDLE_COLLECTIVE_ALGORITHMS_ALLREDUCE_COST_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace paddle {
+
+// One link's parameters (microseconds, microseconds per byte); all finite and >= 0.
+struct LinkCost {
+  double alpha_us = 0;
+  double overhead_us = 0;
+  double beta_us_per_byte = 0;
+  double gamma_us_per_byte = 0;
+};
+
+// The algorithms the model compares, in the order ties are broken (the first one wins).
+enum class ModelAlgorithm { kTree, kHalvingDoubling, kRing };
+
+// Predicted time of one allreduce of `bytes` on `world_size` ranks over `link`, the pipelined
+// algorithms cutting `piece_bytes` pieces (AlgorithmContext's piece size). 0 for one rank or no
+// bytes.
+double PredictAllreduceUs(ModelAlgorithm algorithm, const LinkCost& link, int world_size,
+                          double bytes, int64_t piece_bytes);
+
+// The fastest of the three by PredictAllreduceUs; times within a relative 1e-9 of the best count
+// as equal, and then the tree beats halving-doubling beats the ring.
+ModelAlgorithm ModelAllreduceChoice(const LinkCost& link, int world_size, int64_t bytes,
+                                    int64_t piece_bytes);
+
+// The links of one tuning file.
+class TuningParams {
+ public:
+  // Reads and checks `path`; errors name the file, line and field.
+  static absl::StatusOr<TuningParams> Load(const std::string& path);
+  // Parses `text` as the contents of a file called `path`.
+  static absl::StatusOr<TuningParams> Parse(absl::string_view text, const std::string& path);
+
+  // The entry for `transport` as tools/simulator/cost_model.py ParamSet.get picks it:
+  // "transport@R" for R ranks per host, else "transport", else the "transport@R" with the nearest
+  // R (the smaller on a tie). nullptr when the file has none; `*name` gets the entry's name.
+  const LinkCost* Find(absl::string_view transport, int ranks_per_host, std::string* name) const;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, LinkCost>& links() const { return links_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, LinkCost> links_;
+};
+
+}  // namespace paddle
+
+#endif  // PADDLE_COLLECTIVE_ALGORITHMS_ALLREDUCE_COST_MODEL_H_
