@@ -161,10 +161,11 @@ absl::StatusOr<Variable> Relu(const Variable& x) {
   ASSIGN_OR_RETURN(Device device, OpDevice("relu", {{"x", &x.data()}}));
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Relu(x));
   ASSIGN_OR_RETURN(Tensor y, cpu::ReluForward(x.data()));
-  return RecordOperation(y, "relu", {x.GradientEdge()}, {{"output", y}}, [y](const Tensor& g) -> Grads {
-    ASSIGN_OR_RETURN(Tensor dx, cpu::ReluBackward(y, g));
-    return std::vector<Tensor>{dx};
-  });
+  return RecordOperation(y, "relu", {x.GradientEdge()}, {{"output", y}},
+                         [y](const Tensor& g) -> Grads {
+                           ASSIGN_OR_RETURN(Tensor dx, cpu::ReluBackward(y, g));
+                           return std::vector<Tensor>{dx};
+                         });
 }
 
 absl::StatusOr<Variable> Gelu(const Variable& x) {
@@ -236,12 +237,13 @@ absl::StatusOr<Variable> SoftmaxCrossEntropy(const Variable& logits, const Tenso
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::SoftmaxCrossEntropy(logits, labels));
   ASSIGN_OR_RETURN(cpu::SoftmaxCrossEntropyResult r,
                    cpu::SoftmaxCrossEntropyForward(logits.data(), labels));
-  return RecordOperation(std::move(r.loss), "softmax_cross_entropy", {logits.GradientEdge()},
-                         {{"input labels", labels}}, [probs = r.probs, labels](const Tensor& g) -> Grads {
-                           ASSIGN_OR_RETURN(Tensor dx, cpu::SoftmaxCrossEntropyBackward(
-                                                           probs, labels, *g.data<float>()));
-                           return std::vector<Tensor>{dx};
-                         });
+  return RecordOperation(
+      std::move(r.loss), "softmax_cross_entropy", {logits.GradientEdge()},
+      {{"input labels", labels}}, [probs = r.probs, labels](const Tensor& g) -> Grads {
+        ASSIGN_OR_RETURN(Tensor dx,
+                         cpu::SoftmaxCrossEntropyBackward(probs, labels, *g.data<float>()));
+        return std::vector<Tensor>{dx};
+      });
 }
 
 absl::StatusOr<Variable> Reshape(const Variable& x, absl::Span<const int64_t> shape) {
@@ -278,7 +280,8 @@ absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
   PADDLE_NN_DISPATCH_CUDA(device, cuda_impl::Mul(a, b));
   ASSIGN_OR_RETURN(Tensor y, cpu::Mul(a.data(), b.data()));
   return RecordOperation(std::move(y), "mul", {a.GradientEdge(), b.GradientEdge()},
-                         SavedPair("input a", a, "input b", b), [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
+                         SavedPair("input a", a, "input b", b),
+                         [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor da, cpu::Mul(g, bv));
                            ASSIGN_OR_RETURN(Tensor db, cpu::Mul(g, av));
                            return std::vector<Tensor>{da, db};
@@ -291,7 +294,8 @@ absl::StatusOr<Variable> Embedding(const Variable& weight, const Tensor& indices
   if (device.is_cuda()) return NotOnCuda("embedding", device);
   ASSIGN_OR_RETURN(Tensor y, cpu::EmbeddingForward(weight.data(), indices));
   return RecordOperation(std::move(y), "embedding", {weight.GradientEdge()},
-                         {{"input indices", indices}}, [indices, rows = weight.shape()[0]](const Tensor& g) -> Grads {
+                         {{"input indices", indices}},
+                         [indices, rows = weight.shape()[0]](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor dw, cpu::EmbeddingBackward(indices, g, rows));
                            return std::vector<Tensor>{dw};
                          });

@@ -191,10 +191,11 @@ absl::StatusOr<Variable> Dropout(const Variable& x, double p, uint64_t seed, uin
 
 absl::StatusOr<Variable> Relu(const Variable& x) {
   ASSIGN_OR_RETURN(Tensor y, gpu::ReluForward(x.data()));
-  return RecordOperation(y, "relu", {x.GradientEdge()}, {{"output", y}}, [y](const Tensor& g) -> Grads {
-    ASSIGN_OR_RETURN(Tensor dx, gpu::ReluBackward(y, g));
-    return std::vector<Tensor>{dx};
-  });
+  return RecordOperation(y, "relu", {x.GradientEdge()}, {{"output", y}},
+                         [y](const Tensor& g) -> Grads {
+                           ASSIGN_OR_RETURN(Tensor dx, gpu::ReluBackward(y, g));
+                           return std::vector<Tensor>{dx};
+                         });
 }
 
 absl::StatusOr<Variable> Gelu(const Variable& x) {
@@ -237,7 +238,8 @@ absl::StatusOr<Variable> Add(const Variable& a, const Variable& b) {
 absl::StatusOr<Variable> Mul(const Variable& a, const Variable& b) {
   ASSIGN_OR_RETURN(Tensor y, gpu::Mul(a.data(), b.data()));
   return RecordOperation(std::move(y), "mul", {a.GradientEdge(), b.GradientEdge()},
-                         SavedPair("input a", a, "input b", b), [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
+                         SavedPair("input a", a, "input b", b),
+                         [av = a.data(), bv = b.data()](const Tensor& g) -> Grads {
                            ASSIGN_OR_RETURN(Tensor da, gpu::Mul(g, bv));
                            ASSIGN_OR_RETURN(Tensor db, gpu::Mul(g, av));
                            return std::vector<Tensor>{da, db};

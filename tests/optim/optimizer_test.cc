@@ -149,12 +149,11 @@ TEST(OptimizerTest, StepBetweenForwardAndBackwardFailsThatBackward) {
   // y = a * b elementwise, saving both: each one's gradient needs the other's value.
   auto product = [&]() {
     Tensor out = MakeTensor({2}, {1 * 3, 2 * 4});
-    return autograd::RecordOperation(
-        out, "mul", {a.GradientEdge(), b.GradientEdge()},
-        {{"input a", a.data()}, {"input b", b.data()}},
-        [](const Tensor& g) -> absl::StatusOr<std::vector<Tensor>> {
-          return std::vector<Tensor>{g, g};
-        });
+    return autograd::RecordOperation(out, "mul", {a.GradientEdge(), b.GradientEdge()},
+                                     {{"input a", a.data()}, {"input b", b.data()}},
+                                     [](const Tensor& g) -> absl::StatusOr<std::vector<Tensor>> {
+                                       return std::vector<Tensor>{g, g};
+                                     });
   };
   auto sgd = Sgd::Create({a, b}, SgdOptions{});
   ASSERT_TRUE(sgd.ok());
@@ -166,9 +165,10 @@ TEST(OptimizerTest, StepBetweenForwardAndBackwardFailsThatBackward) {
   EXPECT_EQ(b.data().version(), before);
   absl::Status s = autograd::RunBackward(y, MakeTensor({2}, {1, 1}));
   ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_NE(std::string(s.message()).find("its input a (float32[2] on cpu), was modified by an "
-                                          "in-place operation: it is at version 1, mul saved it "
-                                          "at version 0"),
+  EXPECT_NE(std::string(s.message())
+                .find("its input a (float32[2] on cpu), was modified by an "
+                      "in-place operation: it is at version 1, mul saved it "
+                      "at version 0"),
             std::string::npos)
       << s;
   // Forward again after the step: the usual order works.

@@ -125,8 +125,8 @@ bool ParseModel(const std::string& text, size_t piece_bytes, AllreduceTable tabl
   char entry[64] = {0};
   TunedAllreduce tuned;
   LinkCost& l = tuned.link;
-  if (std::sscanf(text.c_str(), "model=%63[^:]:%lf,%lf,%lf,%lf", entry, &l.alpha_us,
-                  &l.overhead_us, &l.beta_us_per_byte, &l.gamma_us_per_byte) != 5) {
+  if (std::sscanf(text.c_str(), "model=%63[^:]:%lf,%lf,%lf,%lf", entry, &l.alpha_us, &l.overhead_us,
+                  &l.beta_us_per_byte, &l.gamma_us_per_byte) != 5) {
     return false;
   }
   tuned.entry = entry;
@@ -148,13 +148,13 @@ absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int w
     if (table_automatic && settings->tuning_params != nullptr) {
       const std::string transport = ModelTransport(*settings, world_size, local_size);
       TunedAllreduce tuned;
-      if (const LinkCost* link = settings->tuning_params->Find(transport, local_size,
-                                                               &tuned.entry)) {
+      if (const LinkCost* link =
+              settings->tuning_params->Find(transport, local_size, &tuned.entry)) {
         tuned.link = *link;
         tuned.piece_bytes = static_cast<int64_t>(settings->piece_bytes);
         PADDLE_LOG(INFO, INIT) << "allreduce algorithms from the cost model " << tuned.entry
-                               << " of " << settings->tuning_params->path() << " for "
-                               << world_size << " ranks over " << transport;
+                               << " of " << settings->tuning_params->path() << " for " << world_size
+                               << " ranks over " << transport;
         settings->selector = AlgorithmSelector(automatic.allreduce_table, std::move(tuned));
       } else {
         PADDLE_LOG(WARN, INIT) << kTuningParamsEnvVar << "=" << settings->tuning_params->path()
@@ -184,8 +184,7 @@ absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int w
   char table_name[32] = {0};
   char model[512] = {0};
   absl::StatusOr<AllreduceTable> table = absl::InvalidArgumentError("missing");
-  if (std::sscanf(published->c_str(),
-                  "piece_bytes=%zu slot_bytes=%zu allreduce_table=%31s %511s",
+  if (std::sscanf(published->c_str(), "piece_bytes=%zu slot_bytes=%zu allreduce_table=%31s %511s",
                   &tuning.piece_bytes, &tuning.slot_bytes, table_name, model) == 4) {
     table = ParseAllreduceTable(table_name);
   }

@@ -72,7 +72,8 @@ absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int w
                            int local_size, absl::Duration timeout, Settings* settings);
 
 // From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES,
-// PADDLE_SHM_SLOT_BYTES and PADDLE_TUNING_PARAMS (its file read and checked here); kInvalidArgument naming the option or variable that is wrong.
+// PADDLE_SHM_SLOT_BYTES and PADDLE_TUNING_PARAMS (its file read and checked here); kInvalidArgument
+// naming the option or variable that is wrong.
 absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options);
 
 // The transport `settings` choose for `topology` (Note [Transport choice]).
