@@ -12,6 +12,15 @@ Each rank prints "ROW rank=R bytes=B count=C time_us=T p50_us=... wrong=W" per s
 the script says so and exits 3.
 
 Needs Debian's python3-torch and python3-numpy (run with /usr/bin/python3).
+
+Note [Peer input cost]: the inputs and the expected outputs are made here with numpy, not timed
+but paid for in every bench-report run. Made whole, once per size and per use (every rank's input
+again for each allreduce check, every rank's whole input for one alltoall block), with uint64
+temporaries as large as the message, they cost 4 GB of memory per rank and most of each step's
+time at 64 and 256 MiB (alltoall at 2 ranks: 79 s for the step, about 2 s of it timed). Now
+words are made 2^18 at a time, each rank's input is kept as an int8 prefix that later sizes
+extend (element i does not depend on the size), and an alltoall check makes only the block it
+needs. The numbers are the same (tests/tools/bench_report_test.py TorchPeerInputsTest).
 """
 
 import argparse
@@ -37,10 +46,16 @@ _DTYPES = {
 }
 
 
-def philox_words(seed, stream, count):
-    """Words 0..count-1 of Philox4x32-10 under key `seed`, counter (block, stream)."""
-    blocks = (count + 3) // 4
-    index = np.arange(blocks, dtype=np.uint64)
+# Words are made this many at a time (a multiple of 4): numpy's uint64 temporaries of a whole
+# 256 MiB input took gigabytes per rank and tens of seconds (Note [Peer input cost]).
+_CHUNK_WORDS = 1 << 18
+
+
+def philox_words(seed, stream, begin, count):
+    """Words begin..begin+count-1 of Philox4x32-10 under key `seed`, counter (block, stream)."""
+    first = begin // 4
+    blocks = (begin + count + 3) // 4 - first
+    index = np.arange(first, first + blocks, dtype=np.uint64)
     c0 = index & _MASK
     c1 = index >> np.uint64(32)
     c2 = np.full(blocks, stream & _MASK, dtype=np.uint64)
@@ -55,28 +70,74 @@ def philox_words(seed, stream, count):
         hi0, lo0 = p0 >> np.uint64(32), p0 & np.uint64(_MASK)
         hi1, lo1 = p1 >> np.uint64(32), p1 & np.uint64(_MASK)
         c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0
-    return np.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:count]
+    skip = begin - 4 * first
+    return np.stack([c0, c1, c2, c3], axis=1).reshape(-1)[skip:skip + count]
 
 
-def values(seed, rank, count, dtype_name):
-    """Rank `rank`'s input as int64: small integers, exact in every dtype."""
-    words = philox_words(seed, rank, count)
-    v = (words % np.uint64(17)).astype(np.int64)
-    return v if dtype_name == "uint8" else v - 8
+def values(seed, rank, begin, count, dtype_name):
+    """Elements begin..begin+count-1 of rank `rank`'s input as int8: small integers, exact in
+    every dtype. Made _CHUNK_WORDS at a time."""
+    out = np.empty(count, dtype=np.int8)
+    offset = 0 if dtype_name == "uint8" else 8
+    done = 0
+    while done < count:
+        n = min(_CHUNK_WORDS - (begin + done) % _CHUNK_WORDS, count - done)
+        words = philox_words(seed, rank, begin + done, n)
+        out[done:done + n] = (words % np.uint64(17)).astype(np.int8) - np.int8(offset)
+        done += n
+    return out
 
 
-def expected(op, seed, rank, size, count, dtype_name):
-    """What `op` leaves in this rank's output (bench_inputs.cc CountWrong), as int64."""
+class Inputs:
+    """Every rank's input, kept as int8 prefixes of the longest asked for so far (Note [Peer
+    input cost]): element i of a rank's input does not depend on the size, so a sweep makes
+    each rank's elements once instead of once per size and use."""
+
+    def __init__(self, seed, dtype_name):
+        self.seed, self.dtype_name = seed, dtype_name
+        self.prefix = {}
+
+    def get(self, rank, begin, count):
+        """Elements begin..begin+count-1 of `rank`'s input (int8; a view, not to be written)."""
+        have = self.prefix.get(rank, np.empty(0, dtype=np.int8))
+        end = begin + count
+        if end <= len(have):
+            return have[begin:end]
+        if begin > len(have):  # a block far past the prefix (alltoall): made, not kept
+            return values(self.seed, rank, begin, count, self.dtype_name)
+        have = np.concatenate([have, values(self.seed, rank, len(have), end - len(have),
+                                            self.dtype_name)])
+        self.prefix[rank] = have
+        return have[begin:end]
+
+
+def expected(op, inputs, rank, size, count):
+    """What `op` leaves in this rank's output (bench_inputs.cc CountWrong), as int16."""
     block = count // size
     if op == "allreduce":
-        return sum(values(seed, r, count, dtype_name) for r in range(size))
+        want = np.zeros(count, dtype=np.int16)
+        for r in range(size):
+            want += inputs.get(r, 0, count)
+        return want
     if op == "broadcast":
-        return values(seed, 0, count, dtype_name)
+        return inputs.get(0, 0, count).astype(np.int16)
     if op == "allgather":
-        return np.concatenate([values(seed, r, block, dtype_name) for r in range(size)])
+        return np.concatenate([inputs.get(r, 0, block) for r in range(size)]).astype(np.int16)
     # alltoall: block j is block `rank` of rank j's input.
-    return np.concatenate([values(seed, j, count, dtype_name)[rank * block:(rank + 1) * block]
-                           for j in range(size)])
+    return np.concatenate([inputs.get(j, rank * block, block)
+                           for j in range(size)]).astype(np.int16)
+
+
+def count_wrong(out, want):
+    """Elements of tensor `out` that differ from int array `want`, compared _CHUNK_WORDS at a
+    time (a whole-size conversion and boolean sum took seconds at 256 MiB)."""
+    wrong = 0
+    for begin in range(0, len(want), _CHUNK_WORDS):
+        got = out[begin:begin + _CHUNK_WORDS]
+        expect = torch.from_numpy(want[begin:begin + _CHUNK_WORDS]).to(out.dtype)
+        if not torch.equal(got, expect):
+            wrong += int((got != expect).sum())
+    return wrong
 
 
 def percentile_99(sorted_us):
@@ -130,6 +191,7 @@ def main():
     dtype = _DTYPES[args.dtype]
     element = torch.empty((), dtype=dtype).element_size()
 
+    inputs = Inputs(args.seed, args.dtype)
     split = args.op in ("allgather", "alltoall")
     bytes_ = args.min_bytes
     previous = 0
@@ -142,9 +204,10 @@ def main():
             continue
         previous = count
         block = count // size
-        mine = torch.from_numpy(values(args.seed, rank, block if args.op == "allgather" else count,
-                                       args.dtype)).to(dtype)
-        data = mine.clone()
+        mine = torch.from_numpy(
+            inputs.get(rank, 0, block if args.op == "allgather" else count)).to(dtype)
+        in_place = args.op in ("allreduce", "broadcast")
+        data = mine.clone() if in_place else mine  # out of place: the input stays as made
         out = data if args.op in ("allreduce", "broadcast") else torch.empty(count, dtype=dtype)
         pieces = list(out.split(block)) if args.op == "allgather" else None
 
@@ -171,10 +234,11 @@ def main():
             last = now
         seconds = last - start
         iteration_us.sort()
-        data.copy_(mine)
+        if in_place:
+            data.copy_(mine)
         once()
-        want = expected(args.op, args.seed, rank, size, count, args.dtype)
-        wrong = int((out != torch.from_numpy(want).to(dtype)).sum())
+        want = expected(args.op, inputs, rank, size, count)
+        wrong = count_wrong(out, want)
         print(f"ROW rank={rank} bytes={count * element} count={count} "
               f"time_us={seconds * 1e6 / iters:.3f} "
               f"p50_us={iteration_us[len(iteration_us) // 2]:.3f} "

@@ -20,9 +20,10 @@
 // poisoned; build a new one (from a new rendezvous) to continue.
 //
 // Debug checks (Note [Collective debug checks]): with PADDLE_DEBUG_CHECKS=1 (or
-// options.debug_checks), ranks first agree on (operation, dtype, count, root, op, sequence
-// number) before each collective; a mismatch fails on every rank with a message naming the ranks
-// that disagree and what each passed, instead of a hang or garbage.
+// options.debug_checks), Create puts a layer over the backend in which ranks first agree on
+// (operation, dtype, count, root, op, sequence number) before each collective; a mismatch fails
+// on every rank with a message naming the ranks that disagree and what each passed, instead of a
+// hang or garbage. A collective call then returns only once every rank has made it.
 #ifndef PADDLE_COLLECTIVE_COMMUNICATOR_H_
 #define PADDLE_COLLECTIVE_COMMUNICATOR_H_
 

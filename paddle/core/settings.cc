@@ -97,8 +97,10 @@ const Setting kSettings[] = {
      .meaning = "1 checks before each collective that all ranks agree on op, shapes and dtypes",
      .see = "docs/python.md",
      .details = "the ranks agree on (op, dtype, count, root, sequence number) before each "
-                "collective; a mismatch fails every rank, naming who passed what. The Python "
-                "package reads it too, as the default of init_process_group(debug_checks=)"},
+                "collective, over a TCP channel of their own beside any backend (native, gloo, "
+                "nccl); a mismatch fails every rank, naming who passed what, and a collective "
+                "call returns only once every rank has made it. All ranks must set it alike. The "
+                "Python package reads it too, as the default of init_process_group(debug_checks=)"},
     {.name = "PADDLE_ELASTIC",
      .type = T::kBool,
      .reader = R::kWorkers,
@@ -195,8 +197,9 @@ const Setting kSettings[] = {
      .reader = R::kLibrary,
      .default_text = "50 when every local rank has a core, else 0",
      .meaning = "microseconds a shared-memory wait spins before sleeping",
-     .details = "the spin yields the core after the first 4 us, and waits stop spinning while "
-                "spinning stops paying (for example when the peer shares this CPU)",
+     .details = "the spin never yields the core (docs/performance-notes.md, \"Spinning\"), and "
+                "waits stop spinning while spinning stops paying (for example when the peer shares "
+                "this CPU)",
      .min = 0,
      .max = kMaxMicros},
     {.name = "PADDLE_SOCKET_BUFFER_BYTES",

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "paddle/collective/backends/native/native_communicator.h"
+#include "paddle/collective/communicator.h"
 #include "python/torch_bindings/torch_store.h"
 
 namespace paddle::torch_ext {
@@ -228,7 +228,8 @@ c10::intrusive_ptr<ProcessGroupPaddle> ProcessGroupPaddle::Create(
     options.timeout = absl::Milliseconds(timeout.count());
     options.connect_timeout = options.timeout;
   }
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateNativeCommunicator(options);
+  // Through the factory, so that PADDLE_DEBUG_CHECKS=1 puts the debug checks over it.
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(options);
   if (!comm.ok()) Fail(Where(rank, size, "init") + StatusText(comm.status()));
   return c10::make_intrusive<ProcessGroupPaddle>(rank, size, std::move(ours), *std::move(comm));
 }

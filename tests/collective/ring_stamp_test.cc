@@ -161,6 +161,44 @@ TEST_P(FailFastTest, EveryRankFailsNamingTheOddRank) {
   }
 }
 
+// Note [Ring stamp]: a rank whose call moved no data (an empty tensor among full ones) completes
+// it at once and then idles, calling nothing for a while. Its stamp is the only sign of the
+// mismatch, and the idle flush must send it: the ranks waiting for its data fail long before its
+// next call, naming it.
+TEST(RingStampTest, IdleRankAfterAnOddEmptyCallIsNamedWhileItIdles) {
+  constexpr absl::Duration kIdle = absl::Seconds(3);
+  for (const char* algorithm : {"ring", "tree"}) {
+    std::unique_ptr<CommGroup> group = TcpGroup(3, algorithm);
+    ASSERT_NE(group, nullptr);
+    std::vector<absl::Duration> took(3);
+    std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+      RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 10, 1));
+      const absl::Time start = absl::Now();
+      const int64_t count = rank == 2 ? 0 : 100;
+      absl::Status s = comm.Allreduce(NewTensor(count, DType::kFloat32), ReduceOp::kSum)->Wait();
+      took[static_cast<size_t>(rank)] = absl::Now() - start;
+      if (rank == 2) {
+        if (!s.ok())
+          return absl::InternalError(absl::StrCat("the empty call failed: ", s.ToString()));
+        absl::SleepFor(kIdle);  // no call on the communicator meanwhile
+        s = comm.Barrier()->Wait();
+        if (s.ok()) return absl::InternalError("the mismatch went unnoticed on rank 2");
+        return absl::OkStatus();
+      }
+      if (s.ok()) return absl::InternalError("the mismatch went unnoticed on this rank");
+      if (!absl::StrContains(s.message(), "rank 2 called allreduce #2 (float32 x 0, sum)") &&
+          !absl::StrContains(s.message(), "called different collectives")) {
+        return absl::InternalError(absl::StrCat("want the mismatch, got: ", s.ToString()));
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(AllOk(statuses)) << algorithm << ": " << DescribeFailures(statuses);
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_LT(took[static_cast<size_t>(rank)], kIdle / 2) << algorithm << ", rank " << rank;
+    }
+  }
+}
+
 // Many tree broadcasts in a row: the root and the ranks near it finish each call long before
 // their previous rank (a leaf) has sent its ring stamp, more calls ahead than the pending bound
 // (kMaxPendingRingStamps) allows at times; every result must be right, and the group must close

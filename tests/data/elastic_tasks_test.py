@@ -10,7 +10,6 @@ usage: elastic_tasks_test.py LAUNCH MAKE_SHARDS LEDGER_CHECK [--runs=N] [--sampl
        [--epochs=N] [--seed=S] [--report=FILE] [--binary=PATH]
 (the closing note's figure: --runs=50 --report=FILE, about 10-15 s a run)
 """
-import gzip
 import os
 import random
 import re
@@ -20,8 +19,7 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
+from tests.data.fashion_shards import make_shards
 from tests.testing.launched_job import LaunchedJob
 
 LAUNCH, MAKE_SHARDS, LEDGER_CHECK = sys.argv[1:4]
@@ -37,23 +35,6 @@ BINARY = ARGS.get("binary", "//examples:fashion_mnist")
 TIMEOUT_S = 3  # the collective timeout (PADDLE_TIMEOUT_S): a stop longer than it is a failure
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
            PADDLE_TIMEOUT_S=str(TIMEOUT_S))
-FASHION = "/usr/share/datasets/fashion-mnist"
-
-
-def make_shards(workdir):
-    """Shards of the first SAMPLES training samples (sample id = row), 4 of them."""
-    with gzip.open(os.path.join(FASHION, "train-images-idx3-ubyte.gz")) as f:
-        images = np.frombuffer(f.read()[16:], np.uint8).reshape(-1, 28, 28)[:SAMPLES]
-    with gzip.open(os.path.join(FASHION, "train-labels-idx1-ubyte.gz")) as f:
-        labels = np.frombuffer(f.read()[8:], np.uint8)[:SAMPLES]
-    np.save(os.path.join(workdir, "label.npy"), labels)
-    np.save(os.path.join(workdir, "image.npy"), images)
-    out = os.path.join(workdir, "shards")
-    os.mkdir(out)
-    subprocess.run([MAKE_SHARDS, f"--out={out}",
-                    f"--npy={workdir}/label.npy,{workdir}/image.npy",
-                    f"--records-per-shard={SAMPLES // 4 + 1}"], check=True)
-    return out
 
 
 def Job(args):
@@ -118,7 +99,7 @@ def main():
     rng = random.Random(SEED)
     print(f"seed {SEED}: {RUNS} disturbed runs, {SAMPLES} samples x {EPOCHS} epochs", flush=True)
     workdir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-    shards = make_shards(workdir)
+    shards = make_shards(MAKE_SHARDS, workdir, SAMPLES)
     kinds = ["kill", "stop", "term"]
     passed = 0
     t0 = time.monotonic()

@@ -14,7 +14,6 @@ examples/fashion_mnist_task_group.cc): the launcher's plain 2-worker job of fash
 
 usage: task_group_restart_test.py LAUNCH MAKE_SHARDS LEDGER_CHECK [--seed=S]
 """
-import gzip
 import os
 import random
 import re
@@ -24,8 +23,7 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
+from tests.data.fashion_shards import make_shards
 from tests.testing.launched_job import LaunchedJob
 
 LAUNCH, MAKE_SHARDS, LEDGER_CHECK = sys.argv[1:4]
@@ -35,25 +33,7 @@ SAMPLES, EPOCHS = 6000, 2
 ACC_VS_MEMORY = 0.010  # another sample order: measured 0.1-0.4 points apart
 ACC_VS_UNDISTURBED = 0.010  # the resumed epoch's tasks go to other ranks: 0.05-0.51 apart
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-FASHION = "/usr/share/datasets/fashion-mnist"
 TRAIN = ["--model=mlp", f"--epochs={EPOCHS}", "--test-samples=10000", "--seed=3"]
-
-
-def make_shards(workdir):
-    """Shards of the first SAMPLES training samples (sample id = row), 4 of them."""
-    with gzip.open(os.path.join(FASHION, "train-images-idx3-ubyte.gz")) as f:
-        images = np.frombuffer(f.read()[16:], np.uint8).reshape(-1, 28, 28)[:SAMPLES]
-    with gzip.open(os.path.join(FASHION, "train-labels-idx1-ubyte.gz")) as f:
-        labels = np.frombuffer(f.read()[8:], np.uint8)[:SAMPLES]
-    np.save(os.path.join(workdir, "label.npy"), labels)
-    np.save(os.path.join(workdir, "image.npy"), images)
-    out = os.path.join(workdir, "shards")
-    os.mkdir(out)
-    subprocess.run([MAKE_SHARDS, f"--out={out}",
-                    f"--npy={workdir}/label.npy,{workdir}/image.npy",
-                    f"--records-per-shard={SAMPLES // 4 + 1}"], check=True,
-                   stdout=subprocess.DEVNULL)
-    return out
 
 
 def accuracy(job):
@@ -123,7 +103,7 @@ def main():
     print(f"seed {SEED}", flush=True)
     t0 = time.monotonic()
     workdir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-    shards = make_shards(workdir)
+    shards = make_shards(MAKE_SHARDS, workdir, SAMPLES)
     ok = True
     memory, rc_memory = run(["--nproc=2", "//examples:fashion_mnist"] + TRAIN +
                             [f"--train-samples={SAMPLES}"])

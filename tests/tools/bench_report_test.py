@@ -456,6 +456,76 @@ class PlanTest(unittest.TestCase):
         self.assertIn("round 3, train cnn, 2 worker(s), torch", text)
 
 
+def load_torch_peer():
+    """bench/peers/torch_collectives.py as a module, or None where torch or numpy is missing."""
+    import importlib.util
+    path = os.path.join(HERE, "..", "..", "bench", "peers", "torch_collectives.py")
+    spec = importlib.util.spec_from_file_location("torch_collectives", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError:
+        return None
+    return module
+
+
+class TorchPeerInputsTest(unittest.TestCase):
+    """The PyTorch peer makes its inputs and expected outputs in chunks, once per sweep (Note
+    [Peer input cost] in bench/peers/torch_collectives.py); they must still be the very numbers
+    bench_inputs.cc makes."""
+
+    def setUp(self):
+        self.peer = load_torch_peer()
+        if self.peer is None:
+            self.skipTest("python3-torch or python3-numpy not installed")
+        self.peer._CHUNK_WORDS = 64  # small chunks: the boundaries come at small sizes
+
+    def test_philox_matches_the_reference_and_any_range_matches_the_prefix(self):
+        p = self.peer
+        # Random123's known answer for Philox4x32-10, key 0 and counter 0.
+        self.assertEqual([int(w) for w in p.philox_words(0, 0, 0, 4)],
+                         [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8])
+        chunk = p._CHUNK_WORDS
+        whole = p.philox_words(7, 3, 0, chunk + 40)
+        for begin, count in [(1, 6), (chunk - 5, 30), (chunk + 3, 9)]:
+            self.assertEqual(p.philox_words(7, 3, begin, count).tolist(),
+                             whole[begin:begin + count].tolist(), (begin, count))
+        for dtype, low in [("float32", -8), ("uint8", 0)]:
+            made = p.values(7, 3, chunk - 10, 25, dtype)  # crosses a chunk boundary
+            want = (whole[chunk - 10:chunk + 15] % 17).astype("int64") + low
+            self.assertEqual(made.tolist(), want.tolist(), dtype)
+
+    def test_expected_outputs_follow_the_definitions(self):
+        p = self.peer
+        size, count = 3, p._CHUNK_WORDS + 9
+        inputs = p.Inputs(5, "float32")
+        fresh = lambda r, b, n: p.values(5, r, b, n, "float32").astype("int64").tolist()
+        for smaller in (count // 4, count):  # the second extends the kept prefixes
+            n = smaller - smaller % size
+            b = n // size
+            ranks = [fresh(r, 0, n) for r in range(size)]
+            sums = [sum(v) for v in zip(*ranks)]
+            for rank in range(size):
+                self.assertEqual(p.expected("allreduce", inputs, rank, size, n).tolist(), sums)
+                self.assertEqual(p.expected("broadcast", inputs, rank, size, n).tolist(),
+                                 ranks[0])
+                self.assertEqual(p.expected("allgather", inputs, rank, size, n).tolist(),
+                                 sum((ranks[r][:b] for r in range(size)), []))
+                self.assertEqual(p.expected("alltoall", inputs, rank, size, n).tolist(),
+                                 sum((fresh(j, rank * b, b) for j in range(size)), []))
+        self.assertEqual(len(inputs.prefix[2]), count - count % size)
+
+    def test_count_wrong_counts_each_differing_element(self):
+        p = self.peer
+        want = p.expected("allreduce", p.Inputs(2, "float32"), 0, 2, 200)
+        for dtype in (p.torch.float32, p.torch.bfloat16, p.torch.int32):
+            out = p.torch.from_numpy(want).to(dtype)
+            self.assertEqual(p.count_wrong(out, want), 0, dtype)
+            out[3] += 1
+            out[150] = 99  # past the first chunk of 64
+            self.assertEqual(p.count_wrong(out, want), 2, dtype)
+
+
 class TimeToAccuracyStopTest(unittest.TestCase):
     def test_a_run_ends_at_its_target(self):
         tmp = tempfile.mkdtemp(prefix="bench_report_tta_")

@@ -3,6 +3,7 @@
 #include "paddle/collective/algorithms/algorithm_context.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -23,6 +24,11 @@ constexpr absl::Duration kDrainTimeout = absl::Seconds(30);
 // timeout; and how often it looks again while the message is still on its way.
 constexpr absl::Duration kStampSlice = absl::Milliseconds(20);
 constexpr absl::Duration kStampPoll = absl::Milliseconds(100);
+// Note [Ring stamp]: a Wait that takes this long sends the owed ring stamps and compares those
+// that arrived, once, before kStampSlice. Sooner than the look at the peers' stamps, so that a
+// rank that moved no data in a call is named in that call by the ring, with both calls, before
+// a peer that went on to the next call is found to disagree with it there.
+constexpr absl::Duration kRingSlice = absl::Milliseconds(5);
 
 // `theirs`, from `peer`, against `mine` (this rank's stamp for it); a mismatch is logged and
 // aborts the transport before the peer's data is used: it is never reduced into a result nor
@@ -102,35 +108,19 @@ class PeerAgreement {
     return request;
   }
 
-  Transport& transport() const { return transport_; }
-
-  // Note [Ring stamp]: whether this operation compares stamps around the ring, and its
-  // neighbours there.
-  bool ring() const { return ring_; }
+  // Note [Ring stamp]: its neighbours on the ring.
   int next() const { return (transport_.rank() + 1) % transport_.world_size(); }
   int previous() const {
     return (transport_.rank() + transport_.world_size() - 1) % transport_.world_size();
   }
-  // Note [Ring stamp]: the stamp to the next rank leaves (unless it left with a message already)
-  // and the previous rank's is expected. Once per operation; a no-op without the ring.
-  void StartRing() {
-    if (!ring_ || ring_started_) return;
+  // Note [Ring stamp]: true the first time only, and only for an operation on the ring.
+  bool BeginRing() {
+    if (!ring_ || ring_started_) return false;
     ring_started_ = true;
-    SendStampOnly(next());
-    BeforeRecv(previous());
+    return true;
   }
-  bool ring_started() const { return ring_started_; }
   // The call runs on the node workspace, which compares stamps itself: no ring.
   void SkipRing() { ring_ = false; }
-
-  // Sends this rank's stamp to `peer` with no message after it (StartRing).
-  void SendStampOnly(int peer) {
-    Peer& p = peers_[static_cast<size_t>(peer)];
-    if (p.sent) return;
-    p.sent = true;
-    p.out = StampFor(peer);
-    p.send = transport_.channel(peer).Send(&p.out, sizeof(CallStamp), kAgreementTag);
-  }
 
   void BeforeRecv(int peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
@@ -344,14 +334,30 @@ absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
   if (message.request_ == nullptr) return absl::OkStatus();
   absl::Status s;
   if (agreement_ != nullptr || ring_stamps_ != nullptr) {
-    // Note [Ring stamp]: before this rank may block, its stamp is on its way to the next rank.
-    if (agreement_ != nullptr) agreement_->StartRing();
+    // Note [Ring stamp]: before this rank may block, its stamp is in the ring.
+    s = StartRing(/*waited=*/true);
+    if (!s.ok()) {
+      message.Drain();
+      return s;
+    }
     // Note [Agreement check]: a receive's peer stamp left just before its message, so waiting for
     // the message first costs one wake-up for both. A message that takes longer than a slice
     // may be one that never comes (the peer, or the ranks it waits for, are in another call):
-    // the stamps already here then tell, and are looked at again every kStampPoll.
-    s = message.request_->Wait(Deadline::After(std::min(kStampSlice, deadline_.Remaining())));
+    // the owed ring stamps leave, the stamps already here tell, and are looked at again every
+    // kStampPoll.
+    s = message.request_->Wait(Deadline::After(std::min(kRingSlice, deadline_.Remaining())));
+    if (absl::IsDeadlineExceeded(s) && !deadline_.Expired() && ring_stamps_ != nullptr) {
+      ring_stamps_->Flush();
+      absl::Status ring = ring_stamps_->CheckArrived();
+      if (!ring.ok()) {
+        message.Drain();
+        return ring;
+      }
+      s = message.request_->Wait(
+          Deadline::After(std::min(kStampSlice - kRingSlice, deadline_.Remaining())));
+    }
     while (absl::IsDeadlineExceeded(s) && !deadline_.Expired()) {
+      if (ring_stamps_ != nullptr) ring_stamps_->Flush();
       RETURN_IF_ERROR(CheckArrivedStamps(message));
       s = message.request_->Wait(Deadline::After(std::min(kStampPoll, deadline_.Remaining())));
     }
@@ -370,27 +376,26 @@ absl::Status AlgorithmContext::Wait(PeerMessage& message) const {
   return MessageFailed(message, s, "");
 }
 
+absl::Status AlgorithmContext::StartRing(bool waited) const {
+  if (agreement_ == nullptr || ring_stamps_ == nullptr || !agreement_->BeginRing()) {
+    return absl::OkStatus();
+  }
+  // Note [Ring stamp]: a call that never waited moved no data, so its stamp is all the others
+  // can go by; a barrier's ranks wait for each other.
+  const bool flush = !waited || agreement_->stamp().kind == static_cast<uint8_t>(OpKind::kBarrier);
+  absl::Status s =
+      ring_stamps_->Record(agreement_->StampFor(agreement_->next()),
+                           agreement_->StampFor(agreement_->previous()), flush, deadline_);
+  // A mismatch names both calls already.
+  return s.ok() || absl::IsInvalidArgument(s) ? s : Fail(s);
+}
+
 absl::Status AlgorithmContext::FinishAgreement() const {
-  if (agreement_ == nullptr || !agreement_->ring()) return absl::OkStatus();
-  agreement_->StartRing();  // a rank that never waited has not started it
-  // Earlier calls' stamps that came in during this one (the previous rank's messages of this
-  // call follow them on the link).
-  if (ring_stamps_ != nullptr) RETURN_IF_ERROR(ring_stamps_->CheckArrived());
-  const int previous = agreement_->previous();
-  if (agreement_->Checked(previous)) return absl::OkStatus();
-  if (ring_stamps_ != nullptr && !agreement_->Arrived(previous)) {
-    // Note [Ring stamp]: never waited for here; compared later.
-    absl::Status s = ring_stamps_->Keep(agreement_, deadline_);
-    return s.ok() ? s : Fail(s);
-  }
-  const CallStamp* theirs = nullptr;
-  absl::Status s = agreement_->Receive(previous, deadline_, &theirs);
-  if (!s.ok()) {
-    return Fail(Annotate(s, absl::StrCat("waiting for the agreement stamp of rank ", previous,
-                                         " (Note [Ring stamp])")));
-  }
-  if (theirs == nullptr) return absl::OkStatus();
-  return CompareStamps(*transport_, previous, agreement_->StampFor(previous), *theirs);
+  if (agreement_ == nullptr || ring_stamps_ == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(StartRing(/*waited=*/false));  // a rank that never waited has not recorded it
+  // Stamps that came in during this call (the previous rank's messages of this call follow its
+  // batches on the link).
+  return ring_stamps_->CheckArrived();
 }
 
 void AlgorithmContext::MarkWorkspaceCall() const {
@@ -398,14 +403,12 @@ void AlgorithmContext::MarkWorkspaceCall() const {
 }
 
 absl::Status AlgorithmContext::CheckArrivedStamps(PeerMessage& message) const {
-  if (agreement_ != nullptr) {
-    for (int peer : {message.is_send_ ? -1 : message.peer_,
-                     agreement_->ring_started() ? agreement_->previous() : -1}) {
-      if (peer < 0 || !agreement_->Arrived(peer)) continue;
-      const CallStamp* theirs = nullptr;
-      // A failed stamp receive: the transport is poisoned, and the message fails with the cause.
-      if (!agreement_->Receive(peer, deadline_, &theirs).ok() || theirs == nullptr) continue;
-      absl::Status s = CompareStamps(*transport_, peer, agreement_->StampFor(peer), *theirs);
+  if (agreement_ != nullptr && !message.is_send_ && agreement_->Arrived(message.peer_)) {
+    const CallStamp* theirs = nullptr;
+    // A failed stamp receive: the transport is poisoned, and the message fails with the cause.
+    if (agreement_->Receive(message.peer_, deadline_, &theirs).ok() && theirs != nullptr) {
+      absl::Status s =
+          CompareStamps(*transport_, message.peer_, agreement_->StampFor(message.peer_), *theirs);
       if (!s.ok()) {
         message.Drain();
         return s;
@@ -526,57 +529,227 @@ absl::Status AlgorithmContext::CheckRoot(int root) const {
 
 // ---- RingStamps ----
 
+// Note [Ring stamp]: what travels on kRingStampTag, always whole (`count` stamps used).
+struct RingStamps::Batch {
+  uint32_t count = 0;
+  uint32_t reserved = 0;
+  CallStamp stamps[kRingBatchStamps];
+};
+
+struct RingStamps::Outgoing {
+  Batch batch;
+  std::unique_ptr<TransportRequest> request;
+};
+
+RingStamps::CallScope::CallScope(RingStamps* ring) : ring_(ring) {
+  if (ring_ != nullptr) ring_->BeginCall();
+}
+
+RingStamps::CallScope::~CallScope() {
+  if (ring_ != nullptr) ring_->EndCall();
+}
+
 RingStamps::RingStamps(Transport& transport, absl::Duration close_timeout)
-    : transport_(transport), close_timeout_(close_timeout) {}
+    : transport_(transport),
+      close_timeout_(close_timeout),
+      next_((transport.rank() + 1) % transport.world_size()),
+      previous_((transport.rank() + transport.world_size() - 1) % transport.world_size()),
+      flusher_([this] { FlusherLoop(); }) {}
 
 RingStamps::~RingStamps() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  flusher_.join();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  FlushLocked();
   const Deadline deadline = Deadline::After(close_timeout_);
-  while (!pending_.empty()) {
-    absl::Status s = CheckOldest(deadline);
-    if (!s.ok()) {
-      PADDLE_LOG(WARN, COLL) << "closing the " << transport_.name() << " transport of rank "
-                             << transport_.rank() << "/" << transport_.world_size() << ": " << s;
-      transport_.Abort(s);
+  absl::Status s = CompareLocked();
+  bool transport_failed = false;
+  while (s.ok() && !expected_.empty()) s = ReceiveLocked(deadline, &transport_failed);
+  if (s.ok() && !arrived_.empty()) {
+    s = ErrorContext()
+            .Rank(transport_.rank(), transport_.world_size())
+            .Peer(previous_, transport_.channel(previous_).peer_address())
+            .Wrap(absl::InvalidArgumentError(absl::StrCat(
+                "ranks called different collectives (Note [Ring stamp]): rank ", previous_,
+                " called ", arrived_.size(), " more, the first ", DescribeStamp(arrived_.front()),
+                ", which rank ", transport_.rank(), " never called")));
+  }
+  if (!s.ok()) {
+    // After another failure the transport is poisoned already and the cause was reported.
+    if (!transport_failed && (absl::IsInvalidArgument(s) || absl::IsDeadlineExceeded(s))) {
+      PADDLE_LOG(WARN, COLL) << "closing the " << transport_.name() << " transport: " << s;
+    } else {
+      PADDLE_LOG(INFO, COLL) << "closing the " << transport_.name() << " transport: " << s;
     }
+    transport_.Abort(s);
+  }
+  // The requests must finish before their buffers go; after an Abort they fail at once.
+  std::vector<TransportRequest*> requests;
+  for (const auto& out : sends_) requests.push_back(out->request.get());
+  requests.push_back(recv_.get());
+  for (TransportRequest* request : requests) {
+    if (request == nullptr || request->IsCompleted()) continue;
+    (void)request->Wait(Deadline::After(kDrainTimeout));
+    if (request->IsCompleted()) continue;
+    transport_.Abort(absl::AbortedError("a ring stamp (Note [Ring stamp]) was abandoned at close"));
+    const absl::Status drained = request->Wait(Deadline::After(kDrainTimeout));
+    PADDLE_CHECK(request->IsCompleted())
+        << "the " << transport_.name() << " transport left a request pending "
+        << absl::FormatDuration(kDrainTimeout) << " after Abort (" << drained << ")";
+  }
+}
+
+void RingStamps::BeginCall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_ = true;
+}
+
+void RingStamps::EndCall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_ = false;
+  last_end_ = Clock::now();
+  if (!owed_.empty() && !armed_) {
+    armed_ = true;
+    wake_.notify_one();
+  }
+}
+
+void RingStamps::FlusherLoop() {
+  const auto idle = std::chrono::microseconds(absl::ToInt64Microseconds(kRingIdleFlush));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (owed_.empty()) {
+      armed_ = false;
+      wake_.wait(lock);
+      continue;
+    }
+    // Armed: one look per kRingIdleFlush while operations keep coming, none once all is sent.
+    armed_ = true;
+    const Clock::time_point due = last_end_ + idle;
+    if (busy_ || Clock::now() < due) {
+      wake_.wait_until(lock, busy_ ? Clock::now() + idle : due);
+      continue;
+    }
+    FlushLocked();
+  }
+}
+
+absl::Status RingStamps::Record(const CallStamp& to_next, const CallStamp& from_previous,
+                                bool flush, const Deadline& deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  owed_.push_back(to_next);
+  expected_.push_back(from_previous);
+  if (flush || owed_.size() >= kRingBatchStamps) FlushLocked();
+  RETURN_IF_ERROR(CompareLocked());  // the previous rank's may be here already
+  RETURN_IF_ERROR(CheckArrivedLocked());
+  while (expected_.size() > kMaxPendingRingStamps) {
+    FlushLocked();  // the next rank may be waiting for this rank's in turn
+    bool transport_failed = false;
+    RETURN_IF_ERROR(ReceiveLocked(deadline, &transport_failed));
+  }
+  PostReceiveLocked();
+  return absl::OkStatus();
+}
+
+void RingStamps::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  FlushLocked();
+}
+
+void RingStamps::FlushLocked() {
+  while (!sends_.empty() && sends_.front()->request->IsCompleted()) sends_.pop_front();
+  while (!owed_.empty()) {
+    auto out = std::make_unique<Outgoing>();
+    const size_t count = std::min(kRingBatchStamps, owed_.size());
+    out->batch.count = static_cast<uint32_t>(count);
+    std::copy(owed_.begin(), owed_.begin() + static_cast<std::ptrdiff_t>(count), out->batch.stamps);
+    owed_.erase(owed_.begin(), owed_.begin() + static_cast<std::ptrdiff_t>(count));
+    // A failed send means a poisoned transport, which the operations report.
+    out->request = transport_.channel(next_).Send(&out->batch, sizeof(Batch), kRingStampTag);
+    sends_.push_back(std::move(out));
   }
 }
 
 absl::Status RingStamps::CheckArrived() {
-  while (!pending_.empty() && pending_.front()->Arrived(pending_.front()->previous())) {
-    RETURN_IF_ERROR(CheckOldest(Deadline::After(absl::ZeroDuration())));
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckArrivedLocked();
+}
+
+absl::Status RingStamps::CheckArrivedLocked() {
+  while (recv_ != nullptr && recv_->IsCompleted()) {
+    bool transport_failed = false;
+    absl::Status s = ReceiveLocked(Deadline::After(absl::ZeroDuration()), &transport_failed);
+    // A failed receive means a poisoned transport: the operations fail with its cause, which
+    // says more than a ring receive could.
+    if (!s.ok()) return transport_failed ? absl::OkStatus() : s;
   }
   return absl::OkStatus();
 }
 
-absl::Status RingStamps::Keep(std::shared_ptr<PeerAgreement> agreement, const Deadline& deadline) {
-  PADDLE_CHECK(&agreement->transport() == &transport_) << "a ring stamp of another transport";
-  RETURN_IF_ERROR(CheckArrived());
-  while (pending_.size() >= kMaxPendingRingStamps) RETURN_IF_ERROR(CheckOldest(deadline));
-  pending_.push_back(std::move(agreement));
-  return absl::OkStatus();
+void RingStamps::PostReceiveLocked() {
+  if (recv_ != nullptr || expected_.empty()) return;
+  if (in_ == nullptr) in_ = std::make_unique<Batch>();
+  recv_ = transport_.channel(previous_).Recv(in_.get(), sizeof(Batch), kRingStampTag);
 }
 
-absl::Status RingStamps::CheckOldest(const Deadline& deadline) {
-  // Dropped whatever happens: a failed or missing stamp aborts the transport, which fails the
-  // receive, so its buffer can go (~PeerAgreement waits for that).
-  std::shared_ptr<PeerAgreement> agreement = std::move(pending_.front());
-  pending_.pop_front();
-  const int previous = agreement->previous();
-  const CallStamp mine = agreement->StampFor(previous);
-  const CallStamp* theirs = nullptr;
-  absl::Status s = agreement->Receive(previous, deadline, &theirs);
+absl::Status RingStamps::ReceiveLocked(const Deadline& deadline, bool* transport_failed) {
+  *transport_failed = false;
+  PostReceiveLocked();
+  if (recv_ == nullptr) return absl::OkStatus();
+  absl::Status s = recv_->Wait(deadline);
+  if (absl::IsDeadlineExceeded(s) && !recv_->IsCompleted()) {
+    absl::Status error = ReceiveError(s);
+    transport_.Abort(error);
+    return error;
+  }
+  recv_.reset();
   if (!s.ok()) {
-    s = ErrorContext()
-            .Rank(transport_.rank(), transport_.world_size())
-            .Peer(previous, transport_.channel(previous).peer_address())
-            .Op(OpKindName(static_cast<OpKind>(mine.kind)), static_cast<int64_t>(mine.seq))
-            .Wrap(
-                Annotate(s, "waiting for the ring stamp of the previous rank (Note [Ring stamp])"));
-    transport_.Abort(s);
-    return s;
+    *transport_failed = true;
+    return ReceiveError(s);
   }
-  if (theirs == nullptr) return absl::OkStatus();
-  return CompareStamps(transport_, previous, mine, *theirs);
+  if (in_->count == 0 || in_->count > kRingBatchStamps) {
+    absl::Status error = ErrorContext()
+                             .Rank(transport_.rank(), transport_.world_size())
+                             .Peer(previous_, transport_.channel(previous_).peer_address())
+                             .Wrap(absl::DataLossError(absl::StrCat(
+                                 "a batch of ring stamps (Note [Ring stamp]) claims ", in_->count,
+                                 " stamps; at most ", kRingBatchStamps, " fit")));
+    transport_.Abort(error);
+    return error;
+  }
+  arrived_.insert(arrived_.end(), in_->stamps, in_->stamps + in_->count);
+  RETURN_IF_ERROR(CompareLocked());
+  PostReceiveLocked();
+  return absl::OkStatus();
+}
+
+absl::Status RingStamps::CompareLocked() {
+  while (!expected_.empty() && !arrived_.empty()) {
+    const CallStamp mine = expected_.front();
+    const CallStamp theirs = arrived_.front();
+    expected_.pop_front();
+    arrived_.pop_front();
+    RETURN_IF_ERROR(CompareStamps(transport_, previous_, mine, theirs));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingStamps::ReceiveError(const absl::Status& s) const {
+  ErrorContext context;
+  context.Rank(transport_.rank(), transport_.world_size())
+      .Peer(previous_, transport_.channel(previous_).peer_address());
+  std::string what = "waiting for the ring stamps (Note [Ring stamp]) of the previous rank";
+  if (!expected_.empty()) {
+    const CallStamp& oldest = expected_.front();
+    context.Op(OpKindName(static_cast<OpKind>(oldest.kind)), static_cast<int64_t>(oldest.seq));
+    absl::StrAppend(&what, " for ", expected_.size(), " calls, the oldest ", DescribeStamp(oldest));
+  }
+  return context.Wrap(Annotate(s, what));
 }
 
 // ---- MessageWindow ----

@@ -20,7 +20,8 @@
 // ahead, and a stray message names its step. Pieces of one step between one pair share the tag:
 // the transport delivers messages with one tag in the order they were sent. Bit 63 is never set by
 // an algorithm; it marks control messages: the context's own stamps (kAgreementTag, Note
-// [Agreement check] in paddle/collective/call_stamp.h) and the communicator's. No algorithm sends
+// [Agreement check] in paddle/collective/call_stamp.h; kRingStampTag, Note [Ring stamp]) and the
+// communicator's. No algorithm sends
 // a zero-byte message: both sides of every message know its size, and skip it when it is empty.
 //
 // Note [Ring stamp]
@@ -29,23 +30,33 @@
 // waiting on each other in a cycle in which no stamp crosses a mismatched pair (three ranks over
 // TCP: rank 0 waits in a binomial-tree broadcast from rank 1 while ranks 1 and 2 run a
 // recursive-doubling allreduce), and the mismatch then showed only at the timeout. So every
-// operation on a transport also sends its stamp around the ring of all ranks: rank r sends its
-// stamp to r+1 before it may first block (Wait) or at the end if it never waited, and posts the
-// receive of r-1's. If any rank's call differs, some adjacent pair r-1, r differs (the ring is
-// closed), and r-1's stamp reaches r without r-1 waiting for anything. Nothing waits for r-1's
-// stamp on the fast path: at the end of the operation (FinishAgreement) it is compared if it
-// has arrived, else it is kept pending in the communicator's RingStamps, which compares it at
-// the start of the next operation or while a Wait is slow (kStampSlice, then every kStampPoll).
-// A Wait that takes long looks at every stamp that arrived (its peer's, r-1's of this and of
-// earlier operations) and a mismatch aborts the transport with both calls named, which wakes
-// every rank of the cycle. The k-th stamp on a link meets the k-th receive posted there, as
-// every stamp does. Cost: where the next rank is also a peer (ring algorithms, the barrier) the
-// stamp rides with the first message; elsewhere (trees) one 48-byte message per operation. At
-// most kMaxPendingRingStamps operations may wait for their stamp (a rank that far ahead of its
-// previous rank then waits), and the communicator waits for the last ones before it closes its
-// transport (they are on their way: closing first would fail the sender). Calls on the node
-// workspace compare stamps in its rounds instead (MarkWorkspaceCall), and the contexts of a
-// subset (OnSubset) leave the ring to the context of the whole group.
+// operation on a transport also passes its stamp around the ring of all ranks: rank r owes its
+// stamp to r+1 and expects r-1's. If any rank's call differs, some adjacent pair r-1, r differs
+// (the ring is closed). The ring has a tag of its own (kRingStampTag) and the communicator's
+// RingStamps carries it:
+//   1. the operation records its stamp before this rank may first block (its first Wait) or at
+//      its end if it never waited: owed to the next rank, expected from the previous one;
+//   2. owed stamps leave in batches (kRingBatchStamps per message, always sent whole) whenever
+//      this rank might otherwise keep the next rank waiting for them: the batch is full; a Wait
+//      has taken kRingSlice (the rank may be in a cycle of waits); a barrier begins (its ranks
+//      wait for each other by design); a call ends that never waited (it moved no data, so its
+//      stamp is all the others can go by); the rank has been idle, no operation running, for
+//      kRingIdleFlush (the RingStamps' own thread sends them then); the communicator closes;
+//   3. the previous rank's batches are compared by position with the stamps this rank expects:
+//      the k-th stamp of the ring is the k-th operation's, whatever it was, so drift and missing
+//      calls show as a mismatch. Nothing waits for them on the fast path: they are compared as
+//      they arrive, at the start and end of each operation and in every Wait slower than
+//      kRingSlice (again at kStampSlice, then every kStampPoll). A mismatch aborts the transport
+//      with both calls named, which wakes every rank of a cycle.
+// A rank blocked in a cycle has sent its stamps within kRingSlice and looks at its previous
+// rank's every kStampPoll; a rank that completed its calls sends them within kRingIdleFlush.
+// Cost: one message per kRingBatchStamps operations, and a receive posted per batch; none per
+// operation. At most kMaxPendingRingStamps stamps may wait for their match (a rank that far ahead
+// of its previous rank then waits), and the communicator waits for the last ones before it closes
+// its transport (they come from ranks that reached the same calls: closing first would fail their
+// send, and a receive left posted would make the close an abort). Calls on the node workspace
+// compare stamps in its rounds instead (MarkWorkspaceCall), and the contexts of a subset
+// (OnSubset) leave the ring to the context of the whole group.
 //
 // Note [Algorithm errors]
 // A failed send or receive ends the whole operation. `Wait` returns the transport's error with
@@ -57,13 +68,18 @@
 #ifndef PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_CONTEXT_H_
 #define PADDLE_COLLECTIVE_ALGORITHMS_ALGORITHM_CONTEXT_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -83,6 +99,8 @@ uint64_t AlgorithmTag(uint64_t seq, uint32_t step);
 // The stamps of Note [Agreement check]. No sequence number: the k-th stamp one rank sends a peer
 // meets the k-th stamp that peer expects, so drifted sequence numbers are reported, not waited on.
 constexpr uint64_t kAgreementTag = (uint64_t{1} << 63) | 1;
+// Note [Ring stamp]: the batches of stamps passed around the ring of all ranks.
+constexpr uint64_t kRingStampTag = (uint64_t{1} << 63) | 4;
 
 // Default size of the pieces that pipelined algorithms cut their blocks into, and of the segments
 // that tree algorithms work through one at a time (bounding their scratch memory).
@@ -95,8 +113,11 @@ class AlgorithmContext;
 class PeerAgreement;
 class RingStamps;
 
-// Note [Ring stamp]: operations kept until the previous rank's ring stamp arrives.
+// Note [Ring stamp]: stamps per batch, stamps this rank may expect before it waits for them, and
+// how long a rank stays idle with stamps owed before its RingStamps sends them.
+constexpr size_t kRingBatchStamps = 16;
 constexpr size_t kMaxPendingRingStamps = 256;
+constexpr absl::Duration kRingIdleFlush = absl::Milliseconds(10);
 
 // Scratch memory kept from one operation to the next: a fresh std::vector per call cost a zeroing
 // pass plus, above malloc's mmap threshold, an mmap, a page fault per 4 KiB and an munmap, which
@@ -172,16 +193,15 @@ class AlgorithmContext {
                               std::vector<int64_t> recv_counts = {});
   // The stamp set, if any (the workspace collectives compare it per round).
   const CallStamp* stamp() const;
-  // Note [Ring stamp]: where operations whose previous rank's stamp has not arrived yet wait to be
-  // compared (the communicator's, which outlives the context); without one, FinishAgreement waits
-  // for that stamp. Slow Waits also look at it.
+  // Note [Ring stamp]: the ring of the context's transport (the communicator's, which outlives the
+  // context); without one the operation takes no part in the ring. Slow Waits also look at it.
   AlgorithmContext& set_ring_stamps(RingStamps* ring_stamps);
-  // Note [Ring stamp], after the algorithm returned OK: this rank's stamp has left for the next
-  // rank (if no message took it already) and the previous rank's is compared if it is here, else
-  // kept in the RingStamps. Never waits for it there. A mismatch aborts the transport, as in Wait.
-  // OK at once without a stamp, with one rank, or after MarkWorkspaceCall. Every rank of a call
-  // on the transport must call it (the links stay in step only if every rank sends and expects
-  // one ring stamp per call).
+  // Note [Ring stamp], after the algorithm returned OK: this rank's stamp is recorded (if no Wait
+  // did it already) and the previous rank's stamps that arrived are compared. Never waits for
+  // them (unless kMaxPendingRingStamps are expected). A mismatch aborts the transport, as in
+  // Wait. OK at once without a stamp or a ring, with one rank, or after MarkWorkspaceCall. Every
+  // rank of a call on the transport must call it (the ring stays in step only if every rank
+  // records one stamp per call).
   absl::Status FinishAgreement() const;
   // The call runs on the node workspace, whose rounds compare the stamps (shm_collectives.cc):
   // no ring. Before the first message; every rank of the call must take the same path.
@@ -232,8 +252,11 @@ class AlgorithmContext {
   // its peer's stamp; after a failed message only a stamp already there.
   absl::Status CheckPeerStamp(PeerMessage& message, bool message_ok) const;
   // Note [Ring stamp], while `message` is slow: compares the stamps already here that were not
-  // compared yet (its peer's, the previous rank's, the pending ones); a mismatch drains `message`.
+  // compared yet (its peer's, the ring's); a mismatch drains `message`.
   absl::Status CheckArrivedStamps(PeerMessage& message) const;
+  // Note [Ring stamp]: records this operation's stamp in the ring, once (`waited`: from a Wait,
+  // else from FinishAgreement: the call moved no data); an error has aborted the transport.
+  absl::Status StartRing(bool waited) const;
 
   Transport* transport_;
   int rank_;
@@ -248,35 +271,86 @@ class AlgorithmContext {
   uint32_t first_step_ = 0;
 };
 
-// Note [Ring stamp]: the operations of one transport whose previous rank's ring stamp had not
-// arrived when they finished, oldest first. Used by one operation at a time (the communicator's
-// queue thread); the transport must outlive it.
+// Note [Ring stamp]: one transport's ring. The operations of a communicator use it one at a time
+// (each between a CallScope's construction and destruction); its own thread sends the owed stamps
+// of a rank that went idle, never while an operation runs. The transport must outlive it.
 class RingStamps {
  public:
   // `close_timeout`: how long the destructor waits for the stamps still on their way.
   RingStamps(Transport& transport, absl::Duration close_timeout);
-  // Waits for the pending stamps (they are on their way from ranks that reached the same calls)
-  // and compares them; one that does not come within the close timeout, or differs, aborts the
-  // transport (logged: nobody is left to return it to).
+  // Sends the owed stamps, waits for the expected ones (they are on their way from ranks that
+  // reached the same calls) and compares them; one that does not come within the close timeout,
+  // or differs, aborts the transport (logged: nobody is left to return it to).
   ~RingStamps();
   RingStamps(const RingStamps&) = delete;
   RingStamps& operator=(const RingStamps&) = delete;
 
-  // Compares the pending stamps that have arrived, oldest first; never waits. A mismatch (or a
-  // failed stamp receive) is the error, with the transport aborted.
+  // Marks an operation on the transport running for its lifetime: the idle flush leaves the
+  // transport to it, and counts its idle time from the end of the last one. Null: no-op.
+  class CallScope {
+   public:
+    explicit CallScope(RingStamps* ring);
+    ~CallScope();
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    RingStamps* ring_;
+  };
+
+  // One operation's stamps: `to_next` owed to the next rank, `from_previous` (this rank's stamp
+  // as the previous rank's must read) expected. `flush`: send the owed ones now (a barrier).
+  // With kMaxPendingRingStamps expected, first waits for the previous rank's until `deadline`.
+  // An error (a mismatch, a failed or missing batch) has aborted the transport.
+  absl::Status Record(const CallStamp& to_next, const CallStamp& from_previous, bool flush,
+                      const Deadline& deadline);
+  // Sends the owed stamps, if any.
+  void Flush();
+  // Compares the previous rank's stamps that have arrived; never waits. A mismatch (or a batch
+  // that is not one) is the error, with the transport aborted. A failed receive is not: the
+  // transport is poisoned, and the operations fail with its cause.
   absl::Status CheckArrived();
-  // Keeps `agreement` until its previous rank's stamp arrives; with kMaxPendingRingStamps kept
-  // already, first waits for the oldest until `deadline`.
-  absl::Status Keep(std::shared_ptr<PeerAgreement> agreement, const Deadline& deadline);
-  size_t pending() const { return pending_.size(); }
 
  private:
-  // Compares the oldest pending stamp, which arrived or failed, and drops it.
-  absl::Status CheckOldest(const Deadline& deadline);
+  struct Batch;
+  struct Outgoing;
+  using Clock = std::chrono::steady_clock;
+
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckArrivedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts the receive of the previous rank's next batch while stamps are expected and none is
+  // posted (a receive left posted at close would make the transport's goodbye an abort).
+  void PostReceiveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the posted batch until `deadline` (none posted: OK), takes its stamps in and
+  // compares. `*transport_failed`: the error is the receive's (a poisoned transport).
+  absl::Status ReceiveLocked(const Deadline& deadline, bool* transport_failed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CompareLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error of a ring receive that failed or did not come in time.
+  absl::Status ReceiveError(const absl::Status& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BeginCall();
+  void EndCall();
+  // The idle flush (kRingIdleFlush).
+  void FlusherLoop();
 
   Transport& transport_;
   const absl::Duration close_timeout_;
-  std::deque<std::shared_ptr<PeerAgreement>> pending_;
+  const int next_;
+  const int previous_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<CallStamp> owed_ ABSL_GUARDED_BY(mu_);      // to the next rank, not sent yet
+  std::deque<CallStamp> expected_ ABSL_GUARDED_BY(mu_);  // from the previous rank, unmatched
+  std::deque<CallStamp> arrived_ ABSL_GUARDED_BY(mu_);   // from the previous rank, unmatched
+  std::deque<std::unique_ptr<Outgoing>> sends_ ABSL_GUARDED_BY(mu_);  // until completed
+  std::unique_ptr<Batch> in_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<TransportRequest> recv_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;   // an operation runs
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;  // the flusher watches the clock
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point last_end_ ABSL_GUARDED_BY(mu_) = Clock::now();
+  std::thread flusher_;  // last: it uses everything above
 };
 
 // Messages in flight, oldest first, at most `capacity` of them: Add waits for the oldest when the

@@ -4,12 +4,15 @@
 // message). The channel's owner records the cause it is poisoned with, which is what the
 // rank's user reads.
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -96,7 +99,9 @@ class TcpHostilePeerTest : public ::testing::Test {
   void TearDown() override {
     release_.Notify();
     if (loop_ != nullptr) {
-      loop_->Post([this] { channel_->Fail(absl::CancelledError("test over")); });
+      if (channel_ != nullptr) {
+        loop_->Post([this] { channel_->Fail(absl::CancelledError("test over")); });
+      }
       loop_->Stop();
     }
     requests_.clear();
@@ -166,6 +171,77 @@ TEST_F(TcpHostilePeerTest, SendAfterResetNamesTheCauseInTheAbortFrame) {
   EXPECT_NE(cause.message().find("aborted its transport"), std::string::npos) << cause;
   EXPECT_NE(cause.message().find("peer rank 2 (10.0.0.2:1234)"), std::string::npos) << cause;
   EXPECT_EQ(cause.message().find("send:"), std::string::npos) << cause;
+}
+
+// Note [Lingering close]: our channel fails (rank 3 aborts) while the peer still sends to it and
+// has not read what we sent before (its receive window is full, so the abort frame waits in our
+// send buffer behind a message). The peer's data must not make our kernel reset the link, which
+// would throw the queued frame away: once the peer reads again it gets everything we sent, then
+// the abort frame with our cause, then an orderly end of stream.
+TEST_F(TcpHostilePeerTest, AbortFrameReachesAPeerThatStillSends) {
+  ASSERT_TRUE(channel_->Start().ok());
+  const int big = 256 << 10;
+  const int small = 8 << 10;
+  ASSERT_EQ(setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+  ASSERT_EQ(setsockopt(peer_.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+  // Whole messages until 64 KiB wait in our kernel for the peer's window (every send completes,
+  // so the channel itself holds nothing and the abort frame may go).
+  const std::vector<char> piece(16 << 10, 'm');
+  size_t sent = 0;
+  int unsent = 0;
+  for (int i = 0; i < 256 && unsent < (64 << 10); ++i) {
+    absl::Status s = channel_->Send(piece.data(), piece.size(), 1)->Wait(Deadline::After(kWait));
+    ASSERT_TRUE(s.ok()) << s;
+    sent += tcp_wire::kMessageHeaderBytes + piece.size();
+    absl::SleepFor(absl::Milliseconds(2));
+    ASSERT_EQ(ioctl(fd_, TIOCOUTQ, &unsent), 0);
+  }
+  ASSERT_GE(unsent, 64 << 10) << "the peer's window never filled";
+
+  const std::string cause = "rank 3 gives up (test abort)";
+  absl::Notification failed;
+  loop_->Post([&] {
+    channel_->Fail(absl::AbortedError(cause));
+    failed.Notify();
+  });
+  failed.WaitForNotification();
+  const std::vector<char> late(4096, 'p');
+  PeerWrites(late.data(), late.size());  // on its way as we close
+
+  std::string got;
+  int read_error = 0;
+  std::thread reader([&] {
+    absl::SleepFor(absl::Milliseconds(100));  // a peer busy elsewhere for a moment
+    std::vector<char> buffer(1 << 16);
+    while (true) {
+      const ssize_t n = recv(peer_.fd(), buffer.data(), buffer.size(), 0);
+      if (n > 0) {
+        got.append(buffer.data(), static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && errno == EAGAIN) {  // the socket is non-blocking
+        pollfd more{peer_.fd(), POLLIN, 0};
+        if (poll(&more, 1, static_cast<int>(absl::ToInt64Milliseconds(kWait))) != 1) {
+          read_error = ETIMEDOUT;
+          return;
+        }
+      } else {
+        read_error = n < 0 ? errno : 0;
+        return;
+      }
+    }
+  });
+  channel_.reset();  // closes the socket
+  reader.join();
+
+  EXPECT_EQ(read_error, 0) << "the peer's read failed: " << std::strerror(read_error);
+  ASSERT_EQ(got.size(), sent + tcp_wire::kMessageHeaderBytes + cause.size())
+      << "the peer got " << got.size() << " of the " << sent << " bytes of messages and the "
+      << tcp_wire::kMessageHeaderBytes + cause.size() << " of the abort frame";
+  tcp_wire::MessageHeader header;
+  ASSERT_TRUE(tcp_wire::DecodeMessageHeader(got.data() + sent, &header).ok());
+  EXPECT_EQ(header.flags, tcp_wire::kAbortFlag);
+  EXPECT_EQ(got.substr(sent + tcp_wire::kMessageHeaderBytes), cause);
 }
 
 // Without an abort frame the write error stays the cause, naming the peer and errno.

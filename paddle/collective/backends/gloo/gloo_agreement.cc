@@ -1,6 +1,6 @@
-// The Gloo backend's cross-rank checks: the always-on stamps of Note [Agreement check]
-// (call_stamp.h), done in one round before the call is handed to Gloo, and the debug checks of
-// Note [Collective debug checks] (backends/common/debug_checks.h), both over GlooExchange.
+// The Gloo backend's cross-rank check: the always-on stamps of Note [Agreement check]
+// (call_stamp.h), done in one round before the call is handed to Gloo, over GlooExchange (a
+// PeerExchange, backends/common/debug_checks.h, over unbound Gloo buffers).
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
@@ -22,11 +22,10 @@
 namespace paddle {
 namespace {
 
-// Slots of the checks' messages, above the send/recv slots (0x40) and every prefix Gloo's
-// collectives use. One slot per round for all operations: the k-th message from a peer meets
-// the k-th this rank expects, so drifted sequence numbers are reported, not waited on.
+// Slot of the stamps, above the send/recv slots (0x40) and every prefix Gloo's collectives use.
+// One slot for all operations: the k-th message from a peer meets the k-th this rank expects, so
+// drifted sequence numbers are reported, not waited on.
 constexpr uint8_t kStampSlotPrefix = 0x41;
-constexpr uint8_t kDebugSlotPrefix = 0x42;
 
 // A PeerExchange over unbound Gloo buffers, round r on slot (prefix, r).
 class GlooExchange final : public PeerExchange {
@@ -73,12 +72,6 @@ class GlooExchange final : public PeerExchange {
 };
 
 }  // namespace
-
-absl::Status GlooCommunicator::DebugCheck(const CollectiveCall& call, const GlooCallInfo& info) {
-  GlooExchange exchange(*context_, info, kDebugSlotPrefix);
-  return CheckCallAcrossRanks(exchange, call, static_cast<uint64_t>(info.seq), /*call_valid=*/true,
-                              Deadline::After(info.timeout));
-}
 
 // Note [Agreement check] for Gloo: Gloo's messages cannot carry a stamp, and a size mismatch
 // inside Gloo aborts the process, so the stamps travel in one round of their own before the call:

@@ -22,14 +22,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/argument_checks.h"
-#include "paddle/collective/backends/common/debug_checks.h"
 #include "paddle/collective/backends/gloo/gloo_connection.h"
 #include "paddle/collective/call_stamp.h"
 #include "paddle/collective/reduction.h"
 #include "paddle/collective/rendezvous/store_barrier.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/core/logging.h"
-#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
 namespace paddle {
@@ -104,17 +102,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
                      "or the native backend for \"tree\" and \"hd\""));
   }
 
-  // PADDLE_DEBUG_CHECKS turns the checks on where the options leave them off.
-  ASSIGN_OR_RETURN(std::optional<bool> debug_env, BoolSetting("PADDLE_DEBUG_CHECKS"));
-  CommunicatorOptions resolved = options;
-  resolved.debug_checks = options.debug_checks || debug_env.value_or(false);
-
   ASSIGN_OR_RETURN(GlooConnection connection, ConnectGloo(options));
   PADDLE_LOG(INFO, INIT) << "Gloo communicator connected: rank " << rank << "/" << size
                          << ", algorithm "
                          << (options.algorithm.empty() ? "ring" : options.algorithm);
   return std::unique_ptr<Communicator>(
-      new GlooCommunicator(resolved, algorithm, std::move(connection)));
+      new GlooCommunicator(options, algorithm, std::move(connection)));
 }
 
 GlooCommunicator::GlooCommunicator(const CommunicatorOptions& options, int algorithm,
@@ -123,7 +116,6 @@ GlooCommunicator::GlooCommunicator(const CommunicatorOptions& options, int algor
       rank_(options.rank),
       size_(options.world_size),
       algorithm_(algorithm),
-      debug_checks_(options.debug_checks),
       device_(std::move(connection.device)),
       context_(std::move(connection.context)),
       peer_names_(std::move(connection.peer_names)),
@@ -198,13 +190,7 @@ WorkQueue::TaskResult GlooCommunicator::RunTask(const CollectiveCall& call, uint
   info.timeout = timeout;
   info.peer_names = &peer_names_;
   absl::Status status;
-  if (debug_checks_ && collective) {
-    status = DebugCheck(call, info);
-    // A disagreement is found by every rank alike before any data moves: it fails this
-    // operation only. A failure of the check's own exchange is a real failure.
-    if (absl::IsInvalidArgument(status)) return {status, /*poison=*/false};
-  }
-  if (status.ok() && collective) {
+  if (collective) {
     bool poison = false;
     status = ExchangeStamps(call, info, &poison);
     // Likewise, unless some rank may have missed the disagreement and entered Gloo.
@@ -493,7 +479,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(std::vecto
   options.store_prefix = absl::StrCat(options_.store_prefix, "/split", index);
   options.rank = static_cast<int>(me - ranks.begin());
   options.world_size = static_cast<int>(ranks.size());
-  options.debug_checks = debug_checks_;
   return CreateGlooCommunicator(options);
 }
 

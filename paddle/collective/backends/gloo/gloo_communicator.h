@@ -3,8 +3,9 @@
 // Gloo brings its own algorithms and TCP transport; this backend brings the rest of the
 // Communicator contract (communicator.h): rendezvous through the job's own Store (via
 // GlooStoreAdapter), a timeout on every operation, errors as Status with full context (CallGloo)
-// and a clean teardown; the call descriptions and argument checks, the queue that runs
-// operations in call order with poisoning, and the debug checks come from backends/common. It
+// and a clean teardown; the call descriptions and argument checks and the queue that runs
+// operations in call order with poisoning come from backends/common (and the debug checks are
+// the layer that Communicator::Create puts over every backend). It
 // exists as a reference and a fallback for the native backend: same interface, an independent
 // implementation, so either can check the other.
 //
@@ -28,7 +29,8 @@
 // - Agreement (Note [Agreement check]): before each collective the ranks exchange 48-byte stamps
 //   of their calls with every peer, so that a mismatched count, dtype, root, op or operation is
 //   kInvalidArgument on every rank instead of Gloo's process abort (its size check throws on its
-//   own thread) or a silently wrong result. PADDLE_DEBUG_CHECKS adds the full listing.
+//   own thread) or a silently wrong result. PADDLE_DEBUG_CHECKS adds the full listing (through
+//   Communicator::Create).
 // - Failure (Note [Communicator failure]): the first failed operation poisons the communicator,
 //   fails every queued operation and closes this rank's connections, so peers blocked on this
 //   rank fail at once with kUnavailable naming it instead of waiting for their timeout. Abort()
@@ -115,15 +117,13 @@ class GlooCommunicator : public Communicator {
   // completed Work instead, using no sequence number.
   std::shared_ptr<Work> Enqueue(const CollectiveCall& call, const CallOptions& options,
                                 const absl::Status& args, Body body);
-  // On the queue thread: the debug check if on, the stamps, then `body`.
+  // On the queue thread: the stamps, then `body`.
   WorkQueue::TaskResult RunTask(const CollectiveCall& call, uint64_t seq, absl::Duration timeout,
                                 const Body& body);
   // Note [Agreement check]: every rank sends its stamp to every other rank and compares theirs
   // before the call goes to Gloo. A mismatch is kInvalidArgument; `*poison` is set when some
   // rank may not have seen it (alltoallv pair counts only), so this one must poison.
   absl::Status ExchangeStamps(const CollectiveCall& call, const GlooCallInfo& info, bool* poison);
-  // Note [Collective debug checks] over Gloo's buffers.
-  absl::Status DebugCheck(const CollectiveCall& call, const GlooCallInfo& info);
   // The queue's on_poison: publishes the cause and closes this rank's connections.
   void OnPoison(const absl::Status& cause);
   // Note [Gloo failure reports]: what other ranks published when they were poisoned, as
@@ -140,7 +140,6 @@ class GlooCommunicator : public Communicator {
   const int rank_;
   const int size_;
   const int algorithm_;  // gloo::AllreduceOptions::Algorithm
-  const bool debug_checks_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   // How Gloo's messages name each peer (Note [Gloo peer addresses]), for errors.

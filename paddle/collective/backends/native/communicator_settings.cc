@@ -58,9 +58,6 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
     }
   }
 
-  ASSIGN_OR_RETURN(std::optional<bool> debug, BoolSetting(kDebugChecksEnvVar));
-  settings.debug_checks = options.debug_checks || debug.value_or(false);
-
   ASSIGN_OR_RETURN(std::optional<int64_t> piece, IntSetting(kPieceBytesEnvVar));
   if (piece.has_value()) settings.piece_bytes = static_cast<size_t>(*piece);
   // Read here so that a malformed value is an error now, not an abort in DefaultShmSpin later.

@@ -20,7 +20,6 @@
 namespace paddle {
 
 inline constexpr char kTransportEnvVar[] = "PADDLE_TRANSPORT";
-inline constexpr char kDebugChecksEnvVar[] = "PADDLE_DEBUG_CHECKS";
 inline constexpr char kPieceBytesEnvVar[] = "PADDLE_PIECE_BYTES";
 inline constexpr char kTuningParamsEnvVar[] = "PADDLE_TUNING_PARAMS";
 
@@ -28,7 +27,6 @@ inline constexpr char kTuningParamsEnvVar[] = "PADDLE_TUNING_PARAMS";
 struct Settings {
   std::string transport;  // "auto", "tcp", "shm" or "ucx" (Note [Transport choice])
   AlgorithmSelector selector;
-  bool debug_checks = false;
   // Piece size of the pipelined and segmented algorithms and slot size of the node workspace;
   // 0 ("auto") until AgreeOnTuning fills them in (Note [Sizes when ranks outnumber cores]).
   size_t piece_bytes = 0;
@@ -40,14 +38,13 @@ struct Settings {
   // Whether ranks on one host share a node workspace: not with transport=tcp.
   bool shared_memory() const { return transport != "tcp"; }
 
-  // "transport=auto algorithm=auto debug_checks=0 piece_bytes=auto slot_bytes=524288": what
+  // "transport=auto algorithm=auto piece_bytes=auto slot_bytes=524288": what
   // rank 0 publishes.
   std::string Describe() const {
     auto size = [](size_t bytes) { return bytes == 0 ? std::string("auto") : absl::StrCat(bytes); };
     return absl::StrCat("transport=", transport, " algorithm=",
                         selector.forced().has_value() ? AlgorithmName(*selector.forced()) : "auto",
-                        " debug_checks=", debug_checks ? 1 : 0, " piece_bytes=", size(piece_bytes),
-                        " slot_bytes=", size(slot_bytes));
+                        " piece_bytes=", size(piece_bytes), " slot_bytes=", size(slot_bytes));
   }
 };
 
@@ -71,7 +68,7 @@ HostTuning AutomaticTuning(int local_size, int cores);
 absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int world_size,
                            int local_size, absl::Duration timeout, Settings* settings);
 
-// From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS, PADDLE_PIECE_BYTES,
+// From `options`, then PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_PIECE_BYTES,
 // PADDLE_SHM_SLOT_BYTES and PADDLE_TUNING_PARAMS (its file read and checked here); kInvalidArgument
 // naming the option or variable that is wrong.
 absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options);

@@ -3,17 +3,16 @@
 // Each call (1) describes itself as a CollectiveCall, (2) checks its arguments on the caller's
 // thread, (3) takes the next sequence number and (4) queues a task on the WorkQueue, all under
 // one lock so that sequence numbers follow the queue order. The task, on the queue thread, makes
-// the operation's Deadline and AlgorithmContext (with the call's stamp, Note [Agreement check]),
-// runs the debug check if it is on and then the algorithm. Argument errors fail the returned Work
-// at once and do not poison the communicator; the sequence number is used up all the same, so that
-// ranks that all reject the same call stay in step.
+// the operation's Deadline and AlgorithmContext (with the call's stamp, Note [Agreement check])
+// and runs the algorithm. Argument errors fail the returned Work at once and do not poison the
+// communicator; the sequence number is used up all the same, so that ranks that all reject the
+// same call stay in step.
 //
 // Note [Native communicator tags]
 // Algorithms own the tags without bit 63 (Note [Message tags]). The communicator's own messages
 // set bit 63 (as do the contexts' stamps, kAgreementTag = bit 63 | 1, Note [Agreement check]):
-// the debug checks use kDebugCheckTag; point-to-point messages also set bit 62 and
-// carry the caller's 32-bit tag, so Send/Recv pairs match on (peer, tag) in order, whatever the
-// collectives around them do.
+// point-to-point messages also set bit 62 and carry the caller's 32-bit tag, so Send/Recv pairs
+// match on (peer, tag) in order, whatever the collectives around them do.
 #include "paddle/collective/backends/native/native_communicator.h"
 
 #include <algorithm>
@@ -39,7 +38,6 @@
 #include "paddle/collective/algorithms/tree_reduce.h"
 #include "paddle/collective/argument_checks.h"
 #include "paddle/collective/backends/common/collective_call.h"
-#include "paddle/collective/backends/common/debug_checks.h"
 #include "paddle/collective/backends/common/work_queue.h"
 #include "paddle/collective/backends/native/communicator_settings.h"
 #include "paddle/collective/backends/native/cuda_support.h"
@@ -61,7 +59,6 @@ namespace {
 // Note [Native communicator tags].
 constexpr uint64_t kControlTagBit = uint64_t{1} << 63;
 constexpr uint64_t kPointToPointTagBit = uint64_t{1} << 62;
-constexpr uint64_t kDebugCheckTag = kControlTagBit | 2;  // and kDebugCheckTag + 1
 uint64_t PointToPointTag(uint32_t tag) { return kControlTagBit | kPointToPointTagBit | tag; }
 
 // How long an abandoned point-to-point request may take to fail after the transport was aborted.
@@ -115,7 +112,6 @@ class NativeCommunicator final : public Communicator {
                                  options.connect_timeout}),
         checks_(options.rank, options.world_size,
                 [](const Tensor& t, absl::string_view name) { return CheckTensor(t, name, true); }),
-        debug_exchange_(*transport_, kDebugCheckTag),
         ring_stamps_(*transport_, options.timeout),
         queue_(options.rank, options.world_size, [this](const absl::Status& cause) {
           transport_->Abort(cause);
@@ -144,7 +140,7 @@ class NativeCommunicator final : public Communicator {
   void Abort(const absl::Status& cause) override;
 
  private:
-  // What a task runs once its context exists (the debug check, if on, has passed).
+  // What a task runs once its context exists.
   using Body = std::function<absl::Status(const AlgorithmContext& ctx)>;
 
   // Steps (3) and (4) of the file comment: `arguments` is the result of step (2).
@@ -152,7 +148,7 @@ class NativeCommunicator final : public Communicator {
   std::shared_ptr<Work> Submit(const CollectiveCall& call, const absl::Status& arguments,
                                const CallOptions& call_options, std::shared_ptr<CudaCall> cuda,
                                Body body);
-  // On the queue thread: the deadline, the debug check if it is on, then `body`.
+  // On the queue thread: the deadline and context, then `body`.
   WorkQueue::TaskResult RunTask(const CollectiveCall& call, uint64_t seq, absl::Duration timeout,
                                 const Body& body, const std::shared_ptr<CudaCall>& cuda);
   // CUDA tensors (cuda_support.h); an error other than an argument's also poisons.
@@ -195,9 +191,8 @@ class NativeCommunicator final : public Communicator {
   std::unique_ptr<NodeWorkspace> workspace_;
   CudaSupport cuda_;
   const CallChecks checks_;
-  TransportExchange debug_exchange_;  // Note [Collective debug checks]
   // Note [Ring stamp]: destroyed after the queue's thread is joined and before the transport,
-  // waiting for the stamps still on their way.
+  // sending the stamps it owes and waiting for those still on their way.
   RingStamps ring_stamps_;
 
   std::mutex call_mu_;
@@ -225,17 +220,6 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
                        .Rank(rank(), size())
                        .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
                        .Wrap(Annotate(arguments, work->Describe())));
-    if (settings_.debug_checks && !p2p) {
-      // Still take part in the check, so the other ranks fail with a clear message instead of
-      // waiting for this rank (Note [Collective debug checks]).
-      auto check_work = std::make_shared<QueuedWork>(
-          absl::StrCat("debug check of rejected ", work->Describe()), seq, owner_);
-      queue_.Enqueue(check_work, [this, call, seq, timeout]() -> WorkQueue::TaskResult {
-        const absl::Status s = CheckCallAcrossRanks(debug_exchange_, call, seq,
-                                                    /*call_valid=*/false, Deadline::After(timeout));
-        return {s, /*poison=*/!absl::IsInvalidArgument(s)};
-      });
-    }
     return work;
   }
 
@@ -249,17 +233,12 @@ WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, ui
                                                   absl::Duration timeout, const Body& body,
                                                   const std::shared_ptr<CudaCall>& cuda) {
   const Deadline deadline = Deadline::After(timeout);
-  if (settings_.debug_checks && !IsPointToPoint(call.kind)) {
-    const absl::Status s = CheckCallAcrossRanks(debug_exchange_, call, seq,
-                                                /*call_valid=*/true, deadline);
-    // A disagreement leaves the transport intact and the ranks in step: fail this call only,
-    // like an argument error. Anything else is a transport failure.
-    if (!s.ok()) return {s, /*poison=*/!absl::IsInvalidArgument(s)};
-  }
+  // Note [Ring stamp]: the idle flush leaves the transport to the call.
+  const RingStamps::CallScope scope(&ring_stamps_);
   AlgorithmContext ctx(*transport_, std::string(OpKindName(call.kind)), seq, deadline);
   ctx.set_scratch_arena(scratch_).set_piece_bytes(settings_.piece_bytes);
-  // Note [Ring stamp]: stamps of earlier calls that arrived since are compared first; slow waits
-  // of this call look at them too.
+  // Note [Ring stamp]: stamps of the previous rank that arrived since are compared first; slow
+  // waits of this call look at them too.
   ctx.set_ring_stamps(&ring_stamps_);
   if (absl::Status s = ring_stamps_.CheckArrived(); !s.ok()) return {s, /*poison=*/true};
   if (!IsPointToPoint(call.kind) && call.kind != OpKind::kSplit) {
@@ -515,8 +494,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::Split(std::vec
   absl::Status args;
   const CollectiveCall call = checks_.Split(ranks, &args);
   // The result travels from the queue thread through this slot; the Work's own status says
-  // whether the group agreed (a debug-check mismatch poisons the communicator, a failed
-  // connection of the new group does not).
+  // whether the call ran (a failed connection of the new group does not poison this one).
   struct Result {
     absl::Status status;
     std::unique_ptr<Communicator> communicator;
@@ -550,7 +528,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::CreateSplit(
   child.algorithm = settings_.selector.forced().has_value()
                         ? std::string(AlgorithmName(*settings_.selector.forced()))
                         : std::string();
-  child.debug_checks = settings_.debug_checks;
   if (options_.store != nullptr) {
     // The rank list is part of the prefix: groups split at the same point never share keys.
     child.store = std::make_shared<PrefixStore>(
@@ -639,8 +616,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNativeCommunicator(
     if (*rank0 != config) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": rank 0 runs with \"", *rank0, "\" but this rank with \"", config,
-                       "\"; set PADDLE_TRANSPORT, PADDLE_ALGO, PADDLE_DEBUG_CHECKS and "
-                       "PADDLE_PIECE_BYTES (or the "
+                       "\"; set PADDLE_TRANSPORT, PADDLE_ALGO and PADDLE_PIECE_BYTES (or the "
                        "matching CommunicatorOptions) alike on every rank"));
     }
   }

@@ -7,13 +7,13 @@
 //   work_queue           the operation thread, QueuedWork, Note [Communicator failure]
 //   (paddle/collective/argument_checks: the up-front checks of tensors, counts and ranks)
 //   collective_call      what a call asked for, as named in Work::Describe() and errors
-//   debug_checks         Note [Collective debug checks]
+//   (debug checks: Communicator::Create's layer over every backend, Note [Collective debug
+//   checks])
 //
 // Settings, each an option with an environment variable (the option wins when it is set):
 //   transport      "auto" | "tcp"; "auto" reads PADDLE_TRANSPORT, else TCP
 //   algorithm      "" reads PADDLE_ALGO ("ring" | "tree" | "hd"), else the size table
 //                  (algorithm_selector.h)
-//   debug_checks   also on with PADDLE_DEBUG_CHECKS=1
 //   timeout        PADDLE_TIMEOUT_S, through DefaultTimeout (paddle/core/deadline.h)
 // The ranks of one group must agree on all of them but the timeout; rank 0 publishes its
 // choices in the store and the others compare theirs when they connect (an error names both).
@@ -37,8 +37,6 @@
 //   comparable with a collective's. Their messages match on (peer, tag) in posting order.
 // - The timeout of an operation runs from when it starts on the operation thread, not from the
 //   call: operations queued behind a slow one are not charged for the wait.
-// - A debug-check disagreement fails the call on every rank with kInvalidArgument and, like an
-//   argument error, does not poison the communicator (Note [Collective debug checks]).
 // - Split runs in call order like a collective (it waits for the operations queued before it)
 //   and connects the new group within connect_timeout; failing to connect fails the Split only.
 // - The destructor lets the queued operations finish (each bounded by its timeout; at once if the

@@ -60,6 +60,19 @@ struct alignas(64) WorkspaceRankControl {
 
 namespace {
 
+// Note [Ranks glued to one CPU]
+// With a core per local rank but other work on the machine, the kernel often puts two ranks
+// that wake each other on one CPU and keeps them there (likely: a wake-up pulls the wakee toward
+// its waker, and the load balancer prefers to move tasks that have not run recently, i.e. the
+// other work). The two then take turns on one core, each waiting hands the core over (no spin: Note
+// [Adaptive spin] in shm_signal.cc), and a 4 KiB allreduce costs a context switch or two
+// instead of a shared-cache round trip (docs/performance-notes.md, "Spinning"). So a rank that
+// finds the peer it waits for on its own CPU kGluedWaits times in a row moves itself to another
+// CPU it is allowed on (MoveOffCpu; its affinity is restored at once), and spins there. Only
+// where spinning is on (DefaultShmSpin: a core per local rank); with more ranks than cores,
+// sharing is the normal state.
+constexpr int kGluedWaits = 4;
+
 size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 size_t ControlOffset() { return AlignUp(sizeof(WorkspaceHeader), 64); }
@@ -222,10 +235,18 @@ absl::Status NodeWorkspace::WaitFor(int local, uint32_t target, const Deadline& 
   ShmSignal& progress = control(local).progress;
   if (SignalReached(progress.Load(), target)) return absl::OkStatus();
   // A peer last seen on this very CPU cannot post while this rank spins there: skip the spin
-  // (Note [Adaptive spin] in shm_signal.cc).
-  const int cpu = sched_getcpu();
+  // (Note [Adaptive spin] in shm_signal.cc), and if that keeps happening, move off that CPU
+  // (Note [Ranks glued to one CPU]).
+  int cpu = sched_getcpu();
+  bool same_cpu = cpu >= 0 && control(local).cpu.load(std::memory_order_relaxed) == cpu;
+  if (!same_cpu || spin_ == absl::ZeroDuration()) {
+    same_cpu_waits_ = 0;
+  } else if (++same_cpu_waits_ >= kGluedWaits) {
+    same_cpu_waits_ = 0;
+    cpu = MoveOffCpu(cpu);
+    same_cpu = control(local).cpu.load(std::memory_order_relaxed) == cpu;
+  }
   control(options_.local_rank).cpu.store(cpu, std::memory_order_relaxed);
-  const bool same_cpu = cpu >= 0 && control(local).cpu.load(std::memory_order_relaxed) == cpu;
   ShmWaitOptions wait;
   wait.spin = same_cpu ? absl::ZeroDuration() : spin_;
   wait.history = &spin_history_;

@@ -111,6 +111,9 @@ class NodeWorkspace {
   uint64_t round_ = 0;
   const absl::Duration spin_;
   ShmSpinHistory spin_history_;  // Note [Adaptive spin]
+  // Waits in a row that found the awaited peer on this rank's CPU (Note [Ranks glued to one
+  // CPU] in node_workspace.cc). Only the thread running the current operation touches it.
+  int same_cpu_waits_ = 0;
 };
 
 }  // namespace paddle

@@ -33,13 +33,15 @@ namespace {
 constexpr absl::Duration kMaxSleep = absl::Milliseconds(50);
 
 // Note [Spinning politely]
-// A rank that spins on a core its peer needs delays the very post it waits for: with other work
-// on the machine (or two ranks sharing a core for a moment) the peer only runs once the spin
-// ends (on a loaded machine a pure spin made a small allreduce many times slower than no spin:
-// docs/performance-notes.md, "Spinning"). So after kPureSpin of pure spinning the wait calls
-// sched_yield() between checks: free when nothing else wants the core, and it hands the core to
-// whatever does (often the peer) when something does.
-constexpr absl::Duration kPureSpin = absl::Microseconds(4);
+// A wait that spins never calls sched_yield(). With other work queued on its CPU, a yield on
+// Linux's EEVDF scheduler (6.6 and later) forfeits the rest of the yielder's slice: that work
+// runs first, for up to a slice (~1 ms), and the post the yielder waits for lands long before it
+// runs again (docs/performance-notes.md, "Spinning"). So the spin is pure (a pause between
+// checks), bounded by `spin` and by the deadline, and a spin that runs out goes straight to the
+// futex: a sleeper that the post wakes is queued as a waking task, a yielder is not. Waits that do
+// not spin (ranks outnumber cores, a peer last seen on this CPU, spinning stopped paying) still
+// yield once before they sleep: there the peer most likely waits for this very core, and the
+// yield hands it over for far less than a futex wake-up.
 
 // Note [Adaptive spin]
 // Spinning pays only while the peer runs at the same time on another core. When the two ranks
@@ -51,7 +53,8 @@ constexpr absl::Duration kPureSpin = absl::Microseconds(4);
 // maximum, waits skip the spin (they still yield once before sleeping) except one probe in
 // ShmSpinHistory::kProbeEvery, whose outcome can bring spinning back when the machine quietens. The
 // node workspace also skips the spin outright when the peer it waits for last ran on the waiter's
-// own CPU.
+// own CPU, and moves off that CPU when it keeps finding it there (Note [Ranks glued to one CPU]
+// in node_workspace.cc).
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
   const struct timespec ts = absl::ToTimespec(timeout);
@@ -96,17 +99,35 @@ absl::StatusOr<absl::Duration> DefaultShmSpin(int local_ranks) {
   return local_ranks <= CoresAvailable() ? absl::Microseconds(50) : absl::ZeroDuration();
 }
 
+int MoveOffCpu(int cpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) != 0 ||
+      !CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) {
+    return cpu;
+  }
+  cpu_set_t others = allowed;
+  CPU_CLR(cpu, &others);
+  if (sched_setaffinity(0, sizeof(others), &others) != 0) return cpu;
+  const int now = sched_getcpu();
+  // Restoring a superset of the mask just set only fails if the CPU set allowed to the process
+  // changed in between (a cpuset moved under us): keep running, and say so.
+  if (sched_setaffinity(0, sizeof(allowed), &allowed) != 0) {
+    PADDLE_LOG(WARN, NET) << "restoring the CPU affinity after moving off CPU " << cpu
+                          << " failed (errno " << errno << "); this thread stays off it";
+  }
+  return now;
+}
+
 absl::Status WaitSignal(ShmSignal& signal, uint32_t target, const Deadline& deadline,
                         const ShmWaitOptions& options) {
   if (SignalReached(signal.Load(), target)) return absl::OkStatus();
-  // Spin first: a peer on another core usually posts within microseconds. Past the first few
-  // microseconds the spin yields between checks (Note [Spinning politely]).
-  if (options.spin > absl::ZeroDuration() &&
-      (options.history == nullptr || options.history->ShouldSpin())) {
-    const absl::Time start = absl::Now();
-    const absl::Time spin_end = start + options.spin;
-    const absl::Time polite_from = start + std::min(options.spin, kPureSpin);
-    bool polite = false;
+  // Spin first: a peer on another core usually posts within microseconds. The spin is pure and
+  // goes straight to the futex when it runs out (Note [Spinning politely]).
+  const bool spin = options.spin > absl::ZeroDuration() &&
+                    (options.history == nullptr || options.history->ShouldSpin());
+  if (spin) {
+    const absl::Time spin_end = absl::Now() + std::min(options.spin, deadline.Remaining());
     while (true) {
       // 16 pauses take ~0.5 us here; reading the clock (vDSO, ~40 ns) after each batch keeps
       // the spin's length close to what was asked.
@@ -117,18 +138,16 @@ absl::Status WaitSignal(ShmSignal& signal, uint32_t target, const Deadline& dead
         }
         CpuRelax();
       }
-      if (polite) sched_yield();
-      const absl::Time now = absl::Now();
-      if (now >= spin_end) break;
-      polite = now >= polite_from;
+      if (absl::Now() >= spin_end) break;
     }
     if (options.history != nullptr) options.history->Record(false);
+  } else {
+    // Give the core away once before sleeping: the peer may be waiting for it, and a post that
+    // lands before the futex wait spares both sides a wake-up (~30 us on the VM, against ~2 us
+    // for the yield).
+    sched_yield();
+    if (SignalReached(signal.Load(), target)) return absl::OkStatus();
   }
-  // Give the core away once before sleeping: the peer may be waiting for it, and a post that
-  // lands before the futex wait spares both sides a wake-up (~30 us on the VM, against ~2 us
-  // for the yield).
-  sched_yield();
-  if (SignalReached(signal.Load(), target)) return absl::OkStatus();
   absl::Time next_check = absl::Now();
   while (true) {
     signal.sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -42,9 +42,9 @@ inline bool SignalReached(uint32_t value, uint32_t target) {
 }
 
 // How long waits spin before they sleep. The default is 50 us when this process has a core per
-// local rank (`ranks_per_core` <= 1) and 0 otherwise: with more ranks than cores a spinning
-// waiter only takes the core from the rank it waits for. PADDLE_SHM_SPIN_US overrides both; a
-// malformed value is kInvalidArgument naming the variable and the value.
+// local rank and 0 otherwise: with more ranks than cores a spinning waiter only takes the core
+// from the rank it waits for. PADDLE_SHM_SPIN_US overrides both; a malformed value is
+// kInvalidArgument naming the variable and the value.
 absl::StatusOr<absl::Duration> DefaultShmSpin(int local_ranks);
 
 // Whether spinning has been paying off for one group of waits (one workspace or transport):
@@ -65,6 +65,12 @@ class ShmSpinHistory {
   static constexpr int kMaxScore = 16;
   static constexpr int kSpinFrom = 8;
 };
+
+// Moves the calling thread off CPU `cpu` (Note [Ranks glued to one CPU] in node_workspace.cc):
+// narrows its affinity to its allowed CPUs other than `cpu`, which migrates it at once, then
+// restores the affinity it had. Returns the CPU it runs on afterwards, or `cpu` when it cannot
+// move (`cpu` is not allowed, or is the only allowed CPU; a failed call changes nothing).
+int MoveOffCpu(int cpu);
 
 struct ShmWaitOptions {
   absl::Duration spin = absl::Microseconds(50);

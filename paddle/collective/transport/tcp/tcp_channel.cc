@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -59,6 +60,7 @@ TcpChannel::TcpChannel(std::shared_ptr<const TcpLinkInfo> link, TcpSocket socket
 }
 
 TcpChannel::~TcpChannel() {
+  Linger(Deadline::After(kAbortLinger));
   // Waits for a waiter that still reads (the transport failed this channel first, which woke it).
   std::lock_guard<std::mutex> lock(reader_->mu);
   reader_->channel = nullptr;
@@ -587,8 +589,15 @@ void TcpChannel::Fail(const absl::Status& cause, bool graceful) {
     for (auto& op : send_queue_) failed.push_back(std::move(op));
     send_queue_.clear();
   }
-  socket_.Shutdown();  // after the abort frame, which goes out ahead of the FIN
-  // The shutdown wakes a driver asleep in poll() holding the reader role (Note [Waiter drives]).
+  // After the abort frame, which goes out ahead of the FIN. Note [Lingering close]: a peer that
+  // still sends meets no reset, which could destroy the frame before the peer read it.
+  if (graceful) {
+    socket_.Shutdown();
+  } else {
+    socket_.ShutdownWrite();
+  }
+  // A driver asleep in poll() holding the reader role must wake (Note [Waiter drives]).
+  if (progress_ != nullptr) progress_->Wake();
   std::lock_guard<std::mutex> reader(reader_->mu);
   {
     std::lock_guard<std::mutex> lock(recv_mu_);
@@ -661,6 +670,42 @@ void TcpChannel::SendAbortFrame(const absl::Status& cause) {
   msg.msg_iovlen = 2;
   // A full socket or a dead peer just means the peer learns less; nothing to handle.
   (void)sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Note [Lingering close]
+// A failed channel sends its abort frame (Note [Read before blaming]) and then only shuts its
+// socket for writing: the frame and a FIN go out, but the socket still receives. Shutting it for
+// reading too, or closing it, while the peer still sends (it has not read the frame yet) made
+// the kernel answer the peer's data with a reset, and a reset throws away what this side had not
+// transmitted yet: when the peer was slow to read (its receive window full), the abort frame was
+// still queued here behind earlier data, so the peer read part of a message and then
+// "connection reset" instead of the cause. So before the descriptor is closed (the channel's
+// destructor; the transport's destructor lingers for all its channels at once), Linger reads
+// and drops what arrived and waits until the peer's kernel has taken everything this side sent
+// (the frame included; the peer reads it from there even after a reset), for at most the given
+// deadline (kAbortLinger): a live peer takes it at once, a stopped one may lose it as before.
+void TcpChannel::Linger(const Deadline& deadline) {
+  if (!io_closed_ || lingered_) return;
+  lingered_ = true;
+  const int fd = socket_.fd();
+  if (fd < 0) return;
+  while (true) {
+    int unread = 0;
+    if (ioctl(fd, FIONREAD, &unread) == 0 && unread > 0) {
+      const ssize_t n = recv(fd, staging_.get(), kStagingBytes, MSG_DONTWAIT);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;  // reset: nothing to save
+    }
+    int unsent = 0;
+    if (ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent == 0 || deadline.Expired()) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, std::min(deadline.PollTimeoutMillis(), 5)) <= 0) continue;
+    if ((p.revents & (POLLERR | POLLHUP)) != 0) break;
+    // Readable with nothing to read: the peer's FIN. Nothing more will come, so closing now
+    // resets nothing.
+    if ((p.revents & POLLIN) != 0 && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) break;
+  }
+  socket_.Shutdown();
 }
 
 // Note [Graceful close]

@@ -58,6 +58,10 @@
 
 namespace paddle {
 
+// Note [Lingering close] in tcp_channel.cc: how long a failed channel's socket stays open to let
+// the peer take the abort frame.
+inline constexpr absl::Duration kAbortLinger = absl::Seconds(1);
+
 class TcpChannel final : public Channel, public TcpLoop::Handler {
  public:
   friend class TcpProgress;  // the driver moves data as the loop would (Note [Waiter drives])
@@ -102,6 +106,11 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // Loop thread (or after the loop stopped): fails every queued and posted op with `cause`,
   // stops reading and writing, and shuts the socket down so the peer sees the link close.
   void Fail(const absl::Status& cause);
+
+  // Note [Lingering close] in tcp_channel.cc: after Fail, until `deadline`, drops what arrives
+  // and waits for the peer to take what was sent; then shuts the socket. Once; the destructor
+  // does it if the owner did not. After the loop stopped.
+  void Linger(const Deadline& deadline);
 
   // Note [Graceful close]: sends the close frame if no send is in flight. Any thread, before the
   // transport fails its channels on destruction.
@@ -252,8 +261,9 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
 
   const std::shared_ptr<TcpReaderHook> reader_ = std::make_shared<TcpReaderHook>();
 
-  // Loop thread only.
+  // Loop thread only (and Linger, after the loop stopped).
   bool io_closed_ = false;
+  bool lingered_ = false;
   // The reader only (Note [Waiter drives]): guarded by reader_->mu.
   Inbound in_;
   std::unique_ptr<char[]> staging_;

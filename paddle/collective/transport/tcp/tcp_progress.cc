@@ -2,8 +2,11 @@
 #include "paddle/collective/transport/tcp/tcp_progress.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "paddle/collective/transport/tcp/tcp_channel.h"
@@ -16,6 +19,19 @@ namespace {
 // A sleeping driver wakes at least this often, so a missed wake-up costs at most this long.
 constexpr int kMaxSleepMillis = 100;
 }  // namespace
+
+TcpProgress::TcpProgress(TcpLoop* loop, absl::Duration spin)
+    : loop_(loop), spin_(spin), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+TcpProgress::~TcpProgress() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void TcpProgress::Wake() {
+  if (wake_fd_ < 0) return;  // a sleeping driver then wakes within kMaxSleepMillis
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
 
 void TcpProgress::Attach(const std::vector<TcpChannel*>& channels) {
   std::lock_guard<std::mutex> role(role_);
@@ -58,7 +74,9 @@ bool TcpProgress::Drive(const TcpOp& op, const Deadline& deadline) {
   // have come while nobody watched), then those poll() reported and those whose read budget ran
   // out with data left.
   std::vector<char> serve(count, 1);
-  std::vector<pollfd> fds(count);
+  std::vector<pollfd> fds(count + 1);  // and the wake-up's last
+  const size_t polled = wake_fd_ >= 0 ? count + 1 : count;
+  fds[count] = {wake_fd_, POLLIN, 0};
   const auto spin_until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(spin_);
   while (!op.IsCompleted() && owner.PoisonCause().ok()) {
     bool more = false;
@@ -88,11 +106,15 @@ bool TcpProgress::Drive(const TcpOp& op, const Deadline& deadline) {
           channel.socket_.fd(),
           static_cast<short>(POLLIN | POLLRDHUP | (channel.send_pending_.load() ? POLLOUT : 0)), 0};
     }
-    // TcpChannel::Fail shuts its socket down before it waits for the reader role: that ends
-    // this sleep, and the next pass sees the channel failing.
-    if (poll(fds.data(), count, millis) > 0) {
+    // TcpChannel::Fail wakes this sleep before it waits for the reader role, and the next pass
+    // sees the channel failing.
+    if (poll(fds.data(), polled, millis) > 0) {
       for (size_t i = 0; i < count; ++i) {
         if (fds[i].revents != 0) serve[i] = 1;
+      }
+      if (polled > count && fds[count].revents != 0) {
+        uint64_t wakes = 0;
+        (void)!read(wake_fd_, &wakes, sizeof(wakes));
       }
     }
   }

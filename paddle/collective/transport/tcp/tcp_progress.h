@@ -33,8 +33,9 @@
 //    no lock a driver holds while it waits for one, so the driver may block on it briefly.
 //  - Parking and unparking happen under `role_`: the loop's unpark check (a PostAfter timer)
 //    only try_locks it and, finding a driver, checks again later.
-//  - TcpChannel::Fail marks the channel failed and shuts the socket down before it takes the
-//    reader role, which wakes a driver asleep in poll(). The driver then lets go of every role
+//  - TcpChannel::Fail marks the channel failed and wakes a driver asleep in poll() (Wake: the
+//    socket is only shut for writing, Note [Lingering close]) before it takes the reader role.
+//    The driver then lets go of every role
 //    and, unless the whole transport is poisoned, its waiter sleeps for kRetry and drives again
 //    without the failed channel: a peer that left gracefully (Note [Graceful close]) fails that
 //    channel alone, and the others must go on.
@@ -64,7 +65,8 @@ class TcpProgress : public std::enable_shared_from_this<TcpProgress> {
   static constexpr absl::Duration kRetry = absl::Milliseconds(1);
 
   // `spin`: how long a driver polls without sleeping once nothing moves.
-  TcpProgress(TcpLoop* loop, absl::Duration spin) : loop_(loop), spin_(spin) {}
+  TcpProgress(TcpLoop* loop, absl::Duration spin);
+  ~TcpProgress();
   TcpProgress(const TcpProgress&) = delete;
   TcpProgress& operator=(const TcpProgress&) = delete;
 
@@ -79,6 +81,10 @@ class TcpProgress : public std::enable_shared_from_this<TcpProgress> {
   // drives (the caller sleeps on its op and tries again).
   bool Drive(const TcpOp& op, const Deadline& deadline);
 
+  // Ends the poll() of a sleeping driver (the next one's, if none sleeps). TcpChannel::Fail, any
+  // thread.
+  void Wake();
+
  private:
   // Under role_: hands parked channels back to the loop if nobody drove for kUnparkAfter, else
   // checks again later. On the loop thread.
@@ -87,6 +93,7 @@ class TcpProgress : public std::enable_shared_from_this<TcpProgress> {
 
   TcpLoop* const loop_;
   const absl::Duration spin_;
+  const int wake_fd_;  // an eventfd the driver polls too; -1 if none could be made
 
   std::mutex role_;
   std::vector<TcpChannel*> channels_ ABSL_GUARDED_BY(role_);

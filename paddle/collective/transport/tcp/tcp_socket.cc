@@ -57,6 +57,10 @@ void TcpSocket::Shutdown() const {
   if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
 }
 
+void TcpSocket::ShutdownWrite() const {
+  if (fd_ >= 0) shutdown(fd_, SHUT_WR);
+}
+
 absl::StatusOr<TcpSocket> TcpSocket::Listen(const SocketAddress& address, int backlog) {
   TcpSocket sock(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!sock.valid()) {

@@ -49,6 +49,9 @@ class TcpSocket {
   // Stops both directions (the peer sees EOF) without releasing the descriptor, so a thread
   // still holding fd() cannot hit a reused one.
   void Shutdown() const;
+  // Stops sending only (the peer sees EOF after what was sent); what the peer still sends is
+  // received, not answered with a reset (Note [Lingering close] in tcp_channel.cc).
+  void ShutdownWrite() const;
   void Close();
 
  private:

@@ -76,6 +76,11 @@ TcpTransport::~TcpTransport() {
   // Requests may outlive the transport and still hold the progress engine: it lets go of the
   // channels first (waiting for a driver to leave; the failed channels woke it).
   if (progress_ != nullptr) progress_->Detach();
+  // Note [Lingering close] in tcp_channel.cc, for every channel within one kAbortLinger.
+  const Deadline linger = Deadline::After(kAbortLinger);
+  for (auto& channel : channels_) {
+    if (channel != nullptr) channel->Linger(linger);
+  }
   channels_.clear();
   loop_.reset();
 }
