@@ -131,8 +131,8 @@ absl::Status DebugCheckCommunicator::Check(const CollectiveCall& call, const abs
     ++next_seq_;
     return absl::OkStatus();
   }
-  const absl::Status s = CheckCallAcrossRanks(exchange_, call, *seq, /*call_valid=*/args.ok(),
-                                              Deadline::After(timeout));
+  absl::Status s = CheckCallAcrossRanks(exchange_, call, *seq, /*call_valid=*/args.ok(),
+                                        Deadline::After(timeout));
   if (s.ok()) {
     ++next_seq_;
     return s;
