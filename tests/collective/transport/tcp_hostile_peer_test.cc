@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -199,12 +200,14 @@ TEST_F(TcpHostilePeerTest, AbortFrameReachesAPeerThatStillSends) {
   ASSERT_GE(unsent, 64 << 10) << "the peer's window never filled";
 
   const std::string cause = "rank 3 gives up (test abort)";
-  absl::Notification failed;
+  // std::promise, not absl::Notification: Debian's Abseil is not built for TSan, which then
+  // cannot see that the loop thread is done with channel_ before channel_.reset() below.
+  std::promise<void> failed;
   loop_->Post([&] {
     channel_->Fail(absl::AbortedError(cause));
-    failed.Notify();
+    failed.set_value();
   });
-  failed.WaitForNotification();
+  failed.get_future().wait();
   const std::vector<char> late(4096, 'p');
   PeerWrites(late.data(), late.size());  // on its way as we close
 

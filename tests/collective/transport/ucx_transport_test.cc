@@ -377,7 +377,8 @@ class ImpostorStore final : public Store {
 };
 
 // A rank that publishes an address but cannot prove it holds the job's key is never connected:
-// its hellos are dropped, and setup ends at the connect timeout naming it and why.
+// its hellos are dropped, and setup ends at the connect timeout naming it and why. The side that
+// times out second may instead see the first one's endpoint close; it still says why.
 TEST(UcxTransportTest, PeerWithoutTheJobSecretIsRefused) {
   auto store = std::make_shared<HashStore>();
   absl::StatusOr<std::unique_ptr<Transport>> results[2];
@@ -399,7 +400,7 @@ TEST(UcxTransportTest, PeerWithoutTheJobSecretIsRefused) {
   for (int rank : {0, 1}) {
     const absl::Status& status = results[rank].status();
     ASSERT_FALSE(status.ok()) << "rank " << rank << " connected to a peer without the secret";
-    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status) || absl::IsUnavailable(status)) << status;
     EXPECT_TRUE(absl::StrContains(
         status.message(),
         absl::StrCat("on the link to rank ", 1 - rank, " dropped a hello claiming rank ", 1 - rank,

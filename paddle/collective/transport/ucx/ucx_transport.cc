@@ -283,7 +283,13 @@ absl::Status UcxTransport::AwaitHellos(const TransportOptions& options, const De
       }
     }
     absl::Status cause = PoisonCause();
-    if (!cause.ok()) return Annotate(cause, "connecting");
+    if (!cause.ok()) {
+      // A peer whose hellos we dropped gives up at its own deadline and may close the endpoint
+      // before ours expires: the endpoint error is then the symptom, the dropped hellos the cause.
+      const std::string rejected = DescribeRejected(missing);
+      if (rejected.empty()) return Annotate(cause, "connecting");
+      return absl::Status(cause.code(), absl::StrCat("connecting: ", cause.message(), rejected));
+    }
     if (missing.empty()) return absl::OkStatus();
     if (deadline.Expired()) break;
     if (!ProgressAll()) Sleep(deadline);
