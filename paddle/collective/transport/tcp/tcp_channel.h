@@ -58,8 +58,8 @@
 
 namespace paddle {
 
-// Note [Lingering close] in tcp_channel.cc: how long a failed channel's socket stays open to let
-// the peer take the abort frame.
+// Note [Lingering close] in tcp_channel_close.cc: how long a failed channel's socket stays open to
+// let the peer take the abort frame.
 inline constexpr absl::Duration kAbortLinger = absl::Seconds(1);
 
 class TcpChannel final : public Channel, public TcpLoop::Handler {
@@ -107,9 +107,9 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // stops reading and writing, and shuts the socket down so the peer sees the link close.
   void Fail(const absl::Status& cause);
 
-  // Note [Lingering close] in tcp_channel.cc: after Fail, until `deadline`, drops what arrives
-  // and waits for the peer to take what was sent; then shuts the socket. Once; the destructor
-  // does it if the owner did not. After the loop stopped.
+  // Note [Lingering close] in tcp_channel_close.cc: after Fail, until `deadline`, drops what
+  // arrives and waits for the peer to take what was sent; then shuts the socket. Once; the
+  // destructor does it if the owner did not. After the loop stopped.
   void Linger(const Deadline& deadline);
 
   // Note [Graceful close]: sends the close frame if no send is in flight. Any thread, before the
@@ -126,7 +126,7 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   // unread data before the close). Any thread.
   bool LinkDown() const;
 
-  // Note [Read before blaming] in tcp_channel.cc: a write to this socket failed with `error`.
+  // Note [Read before blaming] in tcp_channel_close.cc: a write to this socket failed with `error`.
   // ExplainSendError (the reader role held) reads what the peer sent before the link broke and
   // returns the peer's abort cause if its abort frame is there, else `error`.
   // PoisonAfterSendError takes the reader role for that, then poisons the transport. Any thread
@@ -266,6 +266,8 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   bool lingered_ = false;
   // The reader only (Note [Waiter drives]): guarded by reader_->mu.
   Inbound in_;
+  // Large enough for hundreds of small messages per read(); small enough to stay in cache.
+  static constexpr size_t kStagingBytes = 64 << 10;
   std::unique_ptr<char[]> staging_;
   size_t staged_begin_ = 0;
   size_t staged_end_ = 0;

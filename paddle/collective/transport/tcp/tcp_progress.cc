@@ -89,7 +89,7 @@ bool TcpProgress::Drive(const TcpOp& op, const Deadline& deadline) {
       if (channel.ReadAvailable(&error)) serve[i] = more = true;
       if (error.ok() && channel.send_pending_.load()) {
         error = channel.TryWrite();
-        // Note [Read before blaming] in tcp_channel.cc (this thread holds the reader role).
+        // Note [Read before blaming] in tcp_channel_close.cc (this thread holds the reader role).
         if (!error.ok()) error = channel.ExplainSendError(error);
       }
       if (!error.ok()) error_peer = channel.peer();

@@ -50,7 +50,7 @@ class TcpSocket {
   // still holding fd() cannot hit a reused one.
   void Shutdown() const;
   // Stops sending only (the peer sees EOF after what was sent); what the peer still sends is
-  // received, not answered with a reset (Note [Lingering close] in tcp_channel.cc).
+  // received, not answered with a reset (Note [Lingering close] in tcp_channel_close.cc).
   void ShutdownWrite() const;
   void Close();
 

@@ -61,7 +61,7 @@ class TcpTransport final : public Transport, private TcpChannel::Owner {
 
 TcpTransport::~TcpTransport() {
   if (loop_ != nullptr) {
-    // Note [Graceful close] in tcp_channel.cc: a healthy transport says goodbye first. The
+    // Note [Graceful close] in tcp_channel_close.cc: a healthy transport says goodbye first. The
     // frames go out from FailAll, on the loop thread, after this transport is marked poisoned,
     // so whatever the peers answer cannot replace the cause below.
     bool idle = true;
@@ -76,7 +76,7 @@ TcpTransport::~TcpTransport() {
   // Requests may outlive the transport and still hold the progress engine: it lets go of the
   // channels first (waiting for a driver to leave; the failed channels woke it).
   if (progress_ != nullptr) progress_->Detach();
-  // Note [Lingering close] in tcp_channel.cc, for every channel within one kAbortLinger.
+  // Note [Lingering close] in tcp_channel_close.cc, for every channel within one kAbortLinger.
   const Deadline linger = Deadline::After(kAbortLinger);
   for (auto& channel : channels_) {
     if (channel != nullptr) channel->Linger(linger);

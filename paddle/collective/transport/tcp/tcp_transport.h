@@ -7,7 +7,8 @@
 //   tcp_wire        the handshake and the message header on the wire
 //   tcp_mesh        full-mesh setup through the store (Note [Full-mesh setup])
 //   tcp_loop        the epoll thread
-//   tcp_channel     one peer's link: framing, matching, zero-copy receives, failure
+//   tcp_channel     one peer's link: framing, matching, zero-copy receives (tcp_channel.cc),
+//                   failure, abort frames and closing (tcp_channel_close.cc)
 //   tcp_request     one posted send or receive and its completion
 //   tcp_progress    the progress engine that waiting threads drive (Note [Waiter drives])
 //   tcp_tuning      the knobs below and the automatic wait spin (Note [Automatic spin])

@@ -34,7 +34,7 @@
 // Flags kCloseFlag (no payload) is the first frame a healthy transport sends when it is destroyed
 // with nothing pending: the peer keeps what has already arrived (receives may still take it)
 // and fails only what it still expects from or sends to this rank, without poisoning its own
-// transport (Note [Graceful close] in tcp_channel.cc).
+// transport (Note [Graceful close] in tcp_channel_close.cc).
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_WIRE_H_
 #define PADDLE_COLLECTIVE_TRANSPORT_TCP_TCP_WIRE_H_
 
