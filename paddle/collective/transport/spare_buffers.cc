@@ -18,12 +18,15 @@ namespace paddle {
 // back to a small per-channel list once copied out, and the next unexpected message of a size
 // they fit (no more than twice as large) reuses one. At most kMaxSpares buffers and
 // kMaxSpareBytes are kept per channel; smaller buffers come from malloc's free lists.
-namespace {
-
-constexpr size_t kMaxSpares = 4;
-constexpr size_t kMaxSpareBytes = size_t{128} << 20;
-
-}  // namespace
+//
+// The count limit must cover a sender that runs ahead. A broadcast's root is done with a piece
+// once the piece is in its socket, so back-to-back broadcasts (DDP's parameter broadcast at
+// start, the benchmark's loop) put dozens of same-size messages in flight before their receives
+// are posted, and the TCP transport reads them as they come. With four spares, every message past
+// the fourth took a fresh buffer and freed it after the copy out: at 512 KiB-1 MiB a 2-rank TCP
+// broadcast ran 3-7x slower than with the buffers reused (a profile led by page faults in the
+// socket copy and TLB flushes from munmap; docs/performance-notes.md, "Spare buffers"). The
+// byte limit, not the count, bounds the memory kept.
 
 SpareBuffers::Buffer SpareBuffers::Take(size_t bytes) {
   if (bytes >= kMinBytes) {

@@ -19,6 +19,10 @@ class SpareBuffers {
 
   // Buffers smaller than this are never kept.
   static constexpr size_t kMinBytes = size_t{64} << 10;
+  // At most this many buffers and this many bytes in all are kept (Note [Spare unexpected-message
+  // buffers]: a sender that runs ahead has many messages of one size in flight).
+  static constexpr size_t kMaxSpares = 64;
+  static constexpr size_t kMaxSpareBytes = size_t{128} << 20;
 
   // A buffer of at least `bytes`: a spare one that fits (no more than twice as large) when there
   // is one, else a new one.

@@ -3,7 +3,9 @@
 #include "paddle/collective/transport/spare_buffers.h"
 
 #include <cstddef>
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -52,11 +54,17 @@ TEST(SpareBuffersTest, KeepsNeitherSmallBuffersNorMoreThanTheLimits) {
   spares.GiveBack(SpareBuffers::Buffer{});  // a failed allocation
   EXPECT_EQ(spares.size(), 0u);
 
-  // At most four: the smallest make room for a newcomer.
-  for (size_t mib = 1; mib <= 6; ++mib) spares.GiveBack(spares.Take(mib * kMiB));
-  EXPECT_EQ(spares.size(), 4u);
-  EXPECT_EQ(spares.Take(kMiB).capacity, kMiB);  // the 1 and 2 MiB spares are gone: a new one
-  EXPECT_EQ(spares.Take(3 * kMiB).capacity, 3 * kMiB);
+  // At most kMaxSpares: the smallest make room for a newcomer.
+  auto size_of = [](size_t k) { return SpareBuffers::kMinBytes + k * 4096; };
+  for (size_t k = 1; k <= SpareBuffers::kMaxSpares + 2; ++k) {
+    spares.GiveBack(spares.Take(size_of(k)));
+  }
+  EXPECT_EQ(spares.size(), SpareBuffers::kMaxSpares);
+  // The two smallest are gone: the third is the smallest that fits.
+  EXPECT_EQ(spares.Take(size_of(1)).capacity, size_of(3));
+  EXPECT_EQ(spares.size(), SpareBuffers::kMaxSpares - 1);
+  spares.clear();
+  for (size_t mib = 4; mib <= 6; ++mib) spares.GiveBack(spares.Take(mib * kMiB));
   EXPECT_EQ(spares.size(), 3u);
 
   // Over 128 MiB in all, the smallest make room too; one over the limit alone is not kept.
@@ -68,6 +76,31 @@ TEST(SpareBuffersTest, KeepsNeitherSmallBuffersNorMoreThanTheLimits) {
   spares.GiveBack(spares.Take(129 * kMiB));
   EXPECT_EQ(spares.size(), 2u);
   spares.clear();
+  EXPECT_EQ(spares.size(), 0u);
+}
+
+// A broadcast root that runs ahead (Note [Spare unexpected-message buffers]): dozens of
+// messages of one size arrive before their receives; once copied out, every buffer is kept, and
+// the next burst reuses them all instead of allocating (and page-faulting) anew.
+TEST(SpareBuffersTest, KeepsABurstOfSameSizeMessages) {
+  constexpr size_t kBurst = 40;                 // 128 KiB messages in flight
+  constexpr size_t kBytes = size_t{128} << 10;  // as in a 128 KiB broadcast
+  static_assert(kBurst <= SpareBuffers::kMaxSpares, "the burst must fit the count limit");
+  static_assert(kBurst * kBytes <= SpareBuffers::kMaxSpareBytes, "and the byte limit");
+  SpareBuffers spares;
+  std::vector<SpareBuffers::Buffer> in_flight;
+  std::set<const char*> addresses;
+  for (size_t i = 0; i < kBurst; ++i) {
+    in_flight.push_back(spares.Take(kBytes));
+    addresses.insert(in_flight.back().data.get());
+  }
+  for (auto& buffer : in_flight) spares.GiveBack(std::move(buffer));
+  EXPECT_EQ(spares.size(), kBurst);
+  in_flight.clear();
+  for (size_t i = 0; i < kBurst; ++i) {
+    in_flight.push_back(spares.Take(kBytes));
+    EXPECT_EQ(addresses.count(in_flight.back().data.get()), 1u) << "message " << i;
+  }
   EXPECT_EQ(spares.size(), 0u);
 }
 
