@@ -350,6 +350,56 @@ absl::Status ShmBroadcast(const AlgorithmContext& ctx, NodeWorkspace& ws, void* 
   return absl::OkStatus();
 }
 
+// Note [Workspace alltoall]
+// Each round moves piece k of every block (blocks cut into pieces of slot_bytes / L elements, so
+// that one piece for each of the L local ranks fits a slot side by side):
+//   1. wait until the slot buffer is free; copy piece k of the block for local rank l into part
+//      l of the own slot, for every l but this rank; post 3R + 1
+//   2. for each peer j: wait for 3R + 1, copy part (this rank) of j's slot into piece k of
+//      output block j; post 3R + 3
+// A byte is copied once into shared memory and once out, and every rank reads and writes only its
+// own user buffers, in n - 1 reads that run side by side instead of n - 1 message steps. The own
+// block is copied directly, once. In place (output == input) works because step 1 has copied
+// piece k of every block before step 2 writes piece k of any: a round writes only what it read.
+absl::Status ShmAlltoall(const AlgorithmContext& ctx, NodeWorkspace& ws, const void* input,
+                         void* output, int64_t count, DType dtype) {
+  const int n = ws.local_size();
+  if (count < 0) return ctx.InvalidArgument(absl::StrCat("negative element count ", count));
+  RETURN_IF_ERROR(ctx.CheckBuffer(input, count * n, dtype));
+  RETURN_IF_ERROR(ctx.CheckBuffer(output, count * n, dtype));
+  if (count == 0) return StampRound(ctx, ws);
+  const size_t es = DTypeSize(dtype);
+  const int me = ws.local_rank();
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  const size_t block_bytes = ByteOffset(count, dtype);
+  if (in != out) std::memcpy(out + me * block_bytes, in + me * block_bytes, block_bytes);
+  if (n == 1) return absl::OkStatus();
+  const int64_t piece = std::max<int64_t>(1, static_cast<int64_t>(ws.slot_bytes() / n / es));
+  const size_t sub_bytes = static_cast<size_t>(piece) * es;  // one destination's part of a slot
+  const int64_t rounds = (count + piece - 1) / piece;
+  for (int64_t k = 0; k < rounds; ++k) {
+    const uint64_t round = ws.round();
+    const int buffer = static_cast<int>(round & 1);
+    const size_t offset = static_cast<size_t>(k) * sub_bytes;  // of piece k within a block
+    const size_t bytes = std::min(sub_bytes, block_bytes - offset);
+    WS_RETURN_IF_ERROR(ctx, ws, ReserveSlot(ctx, ws, round));
+    uint8_t* own = ws.slot(me, buffer);
+    for (int l = 0; l < n; ++l) {
+      if (l != me) std::memcpy(own + l * sub_bytes, in + l * block_bytes + offset, bytes);
+    }
+    PostInput(ctx, ws, round);
+    for (int i = 1; i < n; ++i) {
+      const int j = (me + i) % n;
+      WS_RETURN_IF_ERROR(ctx, ws, WaitInput(ctx, ws, j, round));
+      std::memcpy(out + j * block_bytes + offset, ws.slot(j, buffer) + me * sub_bytes, bytes);
+    }
+    ws.Post(Phase(round, 3));
+    ++ws.round();
+  }
+  return absl::OkStatus();
+}
+
 // Note [Pipelined hierarchical allreduce]
 // Large buffers go through the three steps of Note [Hierarchical allreduce] chunk by chunk, so
 // that the network step of one chunk overlaps the shared-memory steps of its neighbours: this

@@ -8,6 +8,7 @@
 //   ShmReduceScatter  the first half of that, results into `output`
 //   ShmAllgather      each rank's input through its slot to every rank's output
 //   ShmBroadcast      the root's data through its slot
+//   ShmAlltoall       each rank's blocks through its slot, each to the rank it is meant for
 //   HierarchicalAllreduce  several hosts with several ranks each: ShmReduceScatter within the
 //                     host, an allreduce of each block among the ranks of that local rank across
 //                     hosts (over the transport, with the usual algorithms), ShmAllgather within
@@ -55,6 +56,12 @@ absl::Status ShmAllgather(const AlgorithmContext& ctx, NodeWorkspace& ws, const 
 // `root` is a local rank.
 absl::Status ShmBroadcast(const AlgorithmContext& ctx, NodeWorkspace& ws, void* data, int64_t count,
                           DType dtype, int root);
+
+// `input` holds local_size blocks of `count` elements, block j for the rank of local rank j;
+// `output` receives in block i local rank i's block for this rank. `output` is either `input`
+// (in place) or does not overlap it.
+absl::Status ShmAlltoall(const AlgorithmContext& ctx, NodeWorkspace& ws, const void* input,
+                         void* output, int64_t count, DType dtype);
 
 // HierarchicalAllreduce of large buffers (see kHierarchicalChunkBytes); same contract.
 absl::Status PipelinedHierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& ws,

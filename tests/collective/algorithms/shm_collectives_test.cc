@@ -2,7 +2,7 @@
 // workspace itself, ranks as threads: every local size 1..8 x count (0, 1, n-1, n+1, a count that
 // takes the one-phase small path, counts that take many rounds) x dtype x op, every element of
 // every rank compared bit for bit (Note [Exact inputs] in rank_group.h); random floats give the
-// same bits on every rank; reduce-scatter, allgather and broadcast from every root; the
+// same bits on every rank; reduce-scatter, allgather, broadcast from every root and alltoall; the
 // hierarchical allreduce over "hosts" made of separate workspaces joined by the in-process
 // transport; and the failure paths: a peer that never comes, a peer that aborts, a bad
 // PADDLE_SHM_SLOT_BYTES, and no segment left in /dev/shm once the workspace is up.
@@ -211,6 +211,43 @@ TEST_P(ShmCollectivesTest, ReduceScatterAllgatherAndBroadcast) {
         });
         ASSERT_TRUE(testutil::AllOk(s)) << testutil::DescribeFailures(s);
         for (int r = 0; r < n(); ++r) ASSERT_EQ(diffs[r], "") << "broadcast root " << root;
+      }
+    }
+  }
+}
+
+// Every pair of blocks, for counts that fit one round, end mid-piece and take many rounds of the
+// 4 KiB test slots (2500 x 8 bytes over up to 8 parts), into a separate output and in place.
+TEST_P(ShmCollectivesTest, AlltoallEveryBlockReachesItsRank) {
+  RankGroup& g = group(n());
+  Node node(g, 1, n());
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{n() + 1}, int64_t{97}, int64_t{2500}}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kInt64, DType::kUInt8}) {
+      const size_t block = count * DTypeSize(dtype);
+      for (bool in_place : {false, true}) {
+        const uint64_t seq = g.NextSeq();
+        std::vector<std::string> diffs(n());
+        std::vector<absl::Status> s = g.Run([&](int rank) -> absl::Status {
+          std::vector<uint8_t> in = testutil::MakeBytes(11, rank, block * n());
+          std::vector<uint8_t> separate(block * n(), 0xee);
+          uint8_t* out = in_place ? in.data() : separate.data();
+          RETURN_IF_ERROR(ShmAlltoall(g.Context(rank, "alltoall", seq), node.ws(rank), in.data(),
+                                      out, count, dtype));
+          for (int j = 0; j < n(); ++j) {
+            // Block `rank` of rank j's input.
+            const std::vector<uint8_t> sent = testutil::MakeBytes(11, j, block * n());
+            if (!std::equal(sent.begin() + rank * block, sent.begin() + (rank + 1) * block,
+                            out + j * block)) {
+              diffs[rank] = absl::StrCat("block from rank ", j, " differs");
+            }
+          }
+          return absl::OkStatus();
+        });
+        ASSERT_TRUE(testutil::AllOk(s)) << testutil::DescribeFailures(s);
+        for (int r = 0; r < n(); ++r) {
+          ASSERT_EQ(diffs[r], "") << "alltoall rank " << r << " count " << count << " "
+                                  << DTypeName(dtype) << (in_place ? " in place" : "");
+        }
       }
     }
   }

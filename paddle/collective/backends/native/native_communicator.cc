@@ -394,10 +394,18 @@ std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
   const CollectiveCall call = checks_.Alltoall(input, output, &args);
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
-  return Submit(
-      call, args, call_options, cuda, [input, output, n = size()](const AlgorithmContext& ctx) {
-        return PairwiseAlltoall(ctx, input.data(), output.data(), input.numel() / n, input.dtype());
-      });
+  return Submit(call, args, call_options, cuda,
+                [this, input, output, n = size()](const AlgorithmContext& ctx) {
+                  // Note [Workspace alltoall] in shm_collectives.cc (CallChecks made sure that
+                  // input and output do not overlap, as both paths need).
+                  if (UseWorkspace(/*hierarchical_ok=*/false)) {
+                    ctx.MarkWorkspaceCall();
+                    return ShmAlltoall(ctx, *workspace_, input.data(), output.data(),
+                                       input.numel() / n, input.dtype());
+                  }
+                  return PairwiseAlltoall(ctx, input.data(), output.data(), input.numel() / n,
+                                          input.dtype());
+                });
 }
 
 std::shared_ptr<Work> NativeCommunicator::Alltoallv(Tensor input, Tensor output,
