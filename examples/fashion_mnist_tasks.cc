@@ -61,8 +61,21 @@ constexpr int64_t kMaxOpen = 64;  // tasks a commit can name (extras keys data/o
 constexpr int64_t kMaxHeld = 16;  // tasks one rank can hold at a commit
 constexpr int64_t kImageBytes = 28 * 28;
 
-std::string OpenKey(int64_t i, const char* field) {
-  return absl::StrFormat("data/open/%02d/%s", i, field);
+// The extras key of field "id", "gen" or "used" of open task i < kMaxOpen. Made once: a commit
+// every few steps looks up 3 x kMaxOpen of them, and formatting them each time was a visible
+// part of the step.
+const std::string& OpenKey(int64_t i, const char* field) {
+  static const std::vector<std::string>* const keys = [] {
+    auto* k = new std::vector<std::string>;
+    for (int64_t j = 0; j < kMaxOpen; ++j) {
+      for (const char* f : {"id", "gen", "used"}) {
+        k->push_back(absl::StrFormat("data/open/%02d/%s", j, f));
+      }
+    }
+    return k;
+  }();
+  const int f = field[0] == 'i' ? 0 : field[0] == 'g' ? 1 : 2;
+  return (*keys)[static_cast<size_t>(3 * i + f)];
 }
 
 int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -437,7 +450,7 @@ absl::Status TaskData::RestoreDone(int64_t epoch, std::vector<int64_t> done, boo
 
 absl::Status TaskData::AfterCommit() {
   lines_.clear();
-  RETURN_IF_ERROR(AppendLedger(CommittingLedger()));
+  if (ledger_ != nullptr) RETURN_IF_ERROR(AppendLedger(CommittingLedger()));
   committing_.clear();
   done_.insert(done_.end(), finishing_.begin(), finishing_.end());
   finishing_.clear();

@@ -276,6 +276,38 @@ absl::StatusOr<bool> RecordReader::Read(std::string* record) {
   return true;
 }
 
+absl::StatusOr<absl::string_view> CheckFramedRecord(absl::string_view framed,
+                                                    const std::string& path, int64_t offset) {
+  auto corrupt = [&](absl::string_view what) {
+    return absl::DataLossError(
+        absl::StrCat("shard ", path, ": corrupt record at byte offset ", offset, ": ", what));
+  };
+  const int64_t size = static_cast<int64_t>(framed.size());
+  if (size < kRecordHeaderBytes + kRecordFooterBytes) {
+    return corrupt(absl::StrCat("the index gives it ", size, " bytes, less than its framing"));
+  }
+  uint32_t stored = UnmaskCrc(Load32(framed.data() + 8));
+  uint32_t computed = Crc32c(framed.substr(0, 8));
+  if (stored != computed) {
+    return corrupt(
+        absl::StrFormat("length CRC mismatch (stored 0x%08x, computed 0x%08x)", stored, computed));
+  }
+  const uint64_t length = Load64(framed.data());
+  if (length != static_cast<uint64_t>(size - kRecordHeaderBytes - kRecordFooterBytes)) {
+    return corrupt(absl::StrCat("length ", length, " disagrees with the index, which gives it ",
+                                size - kRecordHeaderBytes - kRecordFooterBytes, " data bytes"));
+  }
+  absl::string_view data = framed.substr(kRecordHeaderBytes, length);
+  stored = UnmaskCrc(Load32(framed.data() + kRecordHeaderBytes + length));
+  computed = Crc32c(data);
+  if (stored != computed) {
+    return corrupt(
+        absl::StrFormat("data CRC mismatch over %d bytes (stored 0x%08x, computed 0x%08x)", length,
+                        stored, computed));
+  }
+  return data;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Index
 

@@ -113,6 +113,14 @@ class RecordReader {
   size_t buffer_pos_ = 0;
 };
 
+// Checks one whole framed record held in memory (`framed`: header, data and footer, exactly as
+// long as the index says the record is) and returns its data, a view into `framed`. For readers
+// that read many records with one read (TaskFeed). kDataLoss in RecordReader's words, naming
+// `path` and the record's byte `offset`, for a CRC mismatch or a length that disagrees with the
+// record's size.
+absl::StatusOr<absl::string_view> CheckFramedRecord(absl::string_view framed,
+                                                    const std::string& path, int64_t offset);
+
 // Reads `shard_path`.index: n + 1 offsets for n records. kDataLoss naming the index file if it is
 // corrupt or its offsets are not increasing; kNotFound (with the fix) if it is missing.
 absl::StatusOr<std::vector<uint64_t>> ReadIndex(const std::string& shard_path);

@@ -1,17 +1,30 @@
-// TaskFeed: decode on the prefetch thread, rows handed over in slabs.
+// TaskFeed: read, check and decode on one prefetch thread, rows handed over in slabs.
 #include "paddle/data/task_feed.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "paddle/core/status.h"
+#include "paddle/data/record_file.h"
 #include "paddle/data/shard_set.h"
 
 namespace paddle {
 namespace data {
+namespace {
+
+// Bytes of whole records read with one pread and decoded into one slab (one record at least).
+constexpr uint64_t kBlockBytes = uint64_t{256} << 10;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::Start(RecordRange range, TaskFeedLayout layout,
                                                           TaskFeedOptions options) {
@@ -24,14 +37,12 @@ absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::Start(RecordRange range, Tas
         ", label at ", layout.label_offset, ", image at ", layout.image_offset, " (",
         layout.image_bytes, " bytes), std ", layout.std, ", max_slabs ", options.max_slabs));
   }
-  ShardReaderOptions ro;
-  ro.timeout = options.timeout;
-  ro.index_cache = options.index_cache;
-  // Two chunks ahead is plenty: the slabs queued here are the feed's real buffer.
-  ro.max_buffered_bytes = int64_t{1} << 20;
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> reader, ShardReader::Create({range}, ro));
+  if (range.begin < 0 || range.end < range.begin) {
+    return absl::InvalidArgumentError(absl::StrCat("TaskFeed: the range of shard ", range.shard,
+                                                   " is [", range.begin, ", ", range.end,
+                                                   "), not a range"));
+  }
   std::unique_ptr<TaskFeed> feed(new TaskFeed(std::move(range), layout, std::move(options)));
-  feed->reader_ = std::move(reader);
   feed->producer_ = std::thread([f = feed.get()] { f->Produce(); });
   return feed;
 }
@@ -48,63 +59,154 @@ TaskFeed::~TaskFeed() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  cancelled_.store(true, std::memory_order_relaxed);
   cv_.notify_all();
-  reader_->Stop();  // the producer may be waiting in NextChunk()
   producer_.join();
 }
 
-absl::Status TaskFeed::Decode(const std::vector<ShardRecord>& records, Slab* slab) const {
-  const size_t n = records.size();
-  const int64_t px = layout_.image_bytes;
-  slab->images.resize(n * static_cast<size_t>(px));
-  slab->labels.resize(n);
-  slab->ids.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string& d = records[i].data;
-    if (static_cast<int64_t>(d.size()) != layout_.record_bytes) {
-      return absl::DataLossError(absl::StrCat("record ", records[i].record, " of ", range_.shard,
-                                              " is ", d.size(), " bytes, the layout says ",
-                                              layout_.record_bytes));
-    }
-    ASSIGN_OR_RETURN(slab->ids[i], DecodeSampleId(d));
-    const auto* b = reinterpret_cast<const uint8_t*>(d.data());
-    slab->labels[i] = b[8 + layout_.label_offset];
-    const uint8_t* img = b + 8 + layout_.image_offset;
-    float* out = slab->images.data() + i * static_cast<size_t>(px);
-    for (int64_t k = 0; k < px; ++k) out[k] = table_[img[k]];
-  }
-  return absl::OkStatus();
-}
-
 void TaskFeed::Produce() {
-  absl::Status status;
-  while (true) {
-    absl::StatusOr<std::vector<ShardRecord>> chunk = reader_->NextChunk();
-    if (!chunk.ok()) {
-      status = chunk.status();
-      break;
-    }
-    if (chunk->empty()) break;
-    Slab slab;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        slab = std::move(free_.back());
-        free_.pop_back();
-      }
-    }
-    status = Decode(*chunk, &slab);
-    if (!status.ok()) break;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < options_.max_slabs; });
-    if (stop_) return;
-    queue_.push_back(std::move(slab));
-    cv_.notify_all();
-  }
+  absl::Status status = ReadRange();
   std::lock_guard<std::mutex> lock(mu_);
   done_ = true;
   error_ = status;
   cv_.notify_all();
+}
+
+TaskFeed::Slab TaskFeed::FreeSlab() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slab slab;
+  if (!free_.empty()) {
+    slab = std::move(free_.back());
+    free_.pop_back();
+  }
+  return slab;  // Decode sizes it: a used slab of the same size is neither cleared nor zeroed
+}
+
+bool TaskFeed::Push(Slab slab) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < options_.max_slabs; });
+  if (stop_) return false;
+  queue_.push_back(std::move(slab));
+  cv_.notify_all();
+  return true;
+}
+
+absl::Status TaskFeed::ReadRange() {
+  const RecordRange& range = range_;
+  if (range.begin == range.end) return absl::OkStatus();
+  std::shared_ptr<const std::vector<uint64_t>> cached;
+  if (options_.index_cache != nullptr) {
+    ASSIGN_OR_RETURN(cached, options_.index_cache->Get(range.shard));
+  } else {
+    ASSIGN_OR_RETURN(std::vector<uint64_t> read, ReadIndex(range.shard));
+    cached = std::make_shared<const std::vector<uint64_t>>(std::move(read));
+  }
+  const std::vector<uint64_t>& offsets = *cached;
+  const int64_t count = static_cast<int64_t>(offsets.size()) - 1;
+  if (range.end > count) {
+    return absl::OutOfRangeError(absl::StrCat("shard ", range.shard, " has ", count,
+                                              " records; the task asks for [", range.begin, ", ",
+                                              range.end, ")"));
+  }
+  const int fd = ::open(range.shard.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat("shard ", range.shard, " cannot be opened (",
+                                            std::strerror(errno), "); its index exists"));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    return absl::InternalError(
+        absl::StrCat("stat of shard ", range.shard, ": ", std::strerror(errno)));
+  }
+  if (static_cast<uint64_t>(st.st_size) != offsets.back()) {
+    return absl::DataLossError(absl::StrCat(
+        "shard ", range.shard, " is ", st.st_size, " bytes but its index says ", offsets.back(),
+        static_cast<uint64_t>(st.st_size) < offsets.back()
+            ? ": truncated shard (the records from byte offset " + std::to_string(st.st_size) +
+                  " on are missing)"
+            : ": the shard was changed after its index was written"));
+  }
+  std::vector<char> block;
+  for (int64_t first = range.begin; first < range.end;) {
+    if (cancelled_.load(std::memory_order_relaxed)) {
+      return absl::CancelledError("TaskFeed destroyed");
+    }
+    // A block: whole records up to kBlockBytes (at least one, however large).
+    int64_t last = first + 1;
+    while (last < range.end && offsets[last + 1] - offsets[first] <= kBlockBytes) ++last;
+    const uint64_t begin = offsets[first], bytes = offsets[last] - begin;
+    if (block.size() < bytes) block.resize(bytes);
+    for (uint64_t got = 0; got < bytes;) {
+      const ssize_t n = ::pread(fd, block.data() + got, bytes - got, begin + got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        return absl::InternalError(absl::StrCat("reading shard ", range.shard, " at byte offset ",
+                                                begin + got, ": ", std::strerror(errno)));
+      }
+      if (n == 0) {
+        return absl::DataLossError(absl::StrCat(
+            "shard ", range.shard, ": the file ends at byte offset ", begin + got,
+            " while the index says ", offsets.back(), ": truncated shard (it shrank while read)"));
+      }
+      got += static_cast<uint64_t>(n);
+    }
+    Slab slab = FreeSlab();
+    absl::Status status = Decode(block.data(), offsets, first, last - first, &slab);
+    // The rows before a bad record are delivered before its error.
+    if (!slab.ids.empty() && !Push(std::move(slab))) {
+      return absl::CancelledError("TaskFeed destroyed");
+    }
+    RETURN_IF_ERROR(status);
+    first = last;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TaskFeed::Decode(const char* block, const std::vector<uint64_t>& offsets,
+                              int64_t first, int64_t n, Slab* slab) const {
+  const size_t px = static_cast<size_t>(layout_.image_bytes);
+  if (slab->image_capacity < static_cast<size_t>(n) * px) {
+    slab->image_capacity = static_cast<size_t>(n) * px;
+    slab->images.reset(new float[slab->image_capacity]);
+  }
+  slab->labels.resize(static_cast<size_t>(n));
+  slab->ids.resize(static_cast<size_t>(n));
+  size_t rows = 0;
+  absl::Status status;
+  for (int64_t i = first; i < first + n; ++i, ++rows) {
+    const uint64_t at = offsets[i] - offsets[first];
+    absl::StatusOr<absl::string_view> d =
+        CheckFramedRecord(absl::string_view(block + at, offsets[i + 1] - offsets[i]), range_.shard,
+                          static_cast<int64_t>(offsets[i]));
+    if (!d.ok()) {
+      status = d.status();
+      break;
+    }
+    if (static_cast<int64_t>(d->size()) != layout_.record_bytes) {
+      status =
+          absl::DataLossError(absl::StrCat("record ", i, " of ", range_.shard, " is ", d->size(),
+                                           " bytes, the layout says ", layout_.record_bytes));
+      break;
+    }
+    absl::StatusOr<int64_t> id = DecodeSampleId(*d);
+    if (!id.ok()) {
+      status = id.status();
+      break;
+    }
+    slab->ids[rows] = *id;
+    const auto* b = reinterpret_cast<const uint8_t*>(d->data());
+    slab->labels[rows] = b[8 + layout_.label_offset];
+    const uint8_t* img = b + 8 + layout_.image_offset;
+    float* out = slab->images.get() + rows * px;
+    for (size_t k = 0; k < px; ++k) out[k] = table_[img[k]];
+  }
+  slab->labels.resize(rows);
+  slab->ids.resize(rows);
+  return status;
 }
 
 absl::StatusOr<int64_t> TaskFeed::Take(int64_t n, float* images, int64_t* labels,
@@ -136,7 +238,7 @@ absl::StatusOr<int64_t> TaskFeed::Take(int64_t n, float* images, int64_t* labels
       cv_.notify_all();
     }
     const int64_t k = std::min<int64_t>(n - got, current_.labels.size() - at_);
-    std::memcpy(images + got * px, current_.images.data() + at_ * px, k * px * sizeof(float));
+    std::memcpy(images + got * px, current_.images.get() + at_ * px, k * px * sizeof(float));
     std::copy_n(current_.labels.data() + at_, k, labels + got);
     ids->insert(ids->end(), current_.ids.begin() + at_, current_.ids.begin() + at_ + k);
     at_ += k;

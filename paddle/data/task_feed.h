@@ -1,22 +1,30 @@
 // TaskFeed: the samples of one task (a record range of one shard) decoded into training rows on a
 // prefetch thread, so the training thread only copies ready rows.
 //
-// A ShardReader (shard_reader.h) streams and checks the range's records; the feed's thread takes
-// them a chunk at a time, decodes each chunk into a slab (the sample ids, the label as int64, the
-// uint8 image normalized to float32 through a 256-entry table) and queues the slab; at most
-// `max_slabs` wait, so memory stays bounded however slow the consumer. Take() copies whole runs of
+// One thread per feed reads and decodes: it reads the shard's index (through the shared
+// ShardIndexCache), checks that the shard is as long as the index says (a truncated shard is an
+// error before any of its records is used), then reads the range a block of whole records at a
+// time (about 256 KiB, one pread of exactly the block's bytes, never past the range's end), checks
+// each record's framing and CRCs in place (record_file.h's CheckFramedRecord) and decodes it
+// straight into a slab: the sample ids, the label as int64, the uint8 image normalized to float32
+// through a 256-entry table. No record is copied or allocated on its own, and there is no second
+// thread to hand records to: on a machine with fewer cores than busy threads every hand-off and
+// wake-up costs the trainer time. At most `max_slabs` slabs wait, so memory stays bounded however
+// slow the consumer; slabs the consumer is done with are filled again. Take() copies whole runs of
 // rows out of the slabs (one memcpy per run, as the in-memory loader's gather is one per row).
 //
 // The layout is that of a ShardSet record (shard_set.h): the 8-byte sample id, then the fields;
 // the feed reads a uint8 label field and a uint8 image field at the given offsets after the id.
 //
-// Errors (the ShardReader's: corrupt or truncated shard, naming the shard and byte offset; a
-// record of the wrong size) come from Take() after the rows before them, and again on every
-// later call. Take() waits at most `timeout` for a slab. Not thread-safe: one consumer calls
-// Take(); the destructor stops and joins the thread without waiting for the range's end.
+// Errors (a missing shard or index, a corrupt or truncated shard, naming the shard and byte
+// offset; a record of the wrong size) come from Take() after the rows before them, and again on
+// every later call. Take() waits at most `timeout` for a slab. Not thread-safe: one consumer calls
+// Take(); the destructor stops and joins the thread, which checks for that between blocks, so it
+// does not wait for the range's end.
 #ifndef PADDLE_DATA_TASK_FEED_H_
 #define PADDLE_DATA_TASK_FEED_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -43,7 +51,7 @@ struct TaskFeedLayout {
 };
 
 struct TaskFeedOptions {
-  int max_slabs = 4;  // decoded slabs waiting (each is one ShardReader chunk)
+  int max_slabs = 4;  // decoded slabs waiting (each is one block of records)
   absl::Duration timeout = absl::Seconds(60);  // bound on each wait in Take()
   std::shared_ptr<ShardIndexCache> index_cache;
 };
@@ -65,20 +73,33 @@ class TaskFeed {
 
  private:
   struct Slab {
-    std::vector<float> images;
+    // Allocated without being zeroed (every row is written before it is read): zeroing a fresh
+    // slab cost as much as decoding into it.
+    std::unique_ptr<float[]> images;
+    size_t image_capacity = 0;  // floats
     std::vector<int64_t> labels, ids;
   };
   TaskFeed(RecordRange range, TaskFeedLayout layout, TaskFeedOptions options);
   void Produce();
-  absl::Status Decode(const std::vector<ShardRecord>& records, Slab* slab) const;
+  // Reads and decodes the whole range; the rows before an error are queued before it returns.
+  absl::Status ReadRange();
+  // Checks and decodes the `n` records starting at record `first`, framed in `block` (which
+  // starts at `offsets[first]`), into the rows of `slab`; stops at the first bad one, leaving the
+  // rows before it.
+  absl::Status Decode(const char* block, const std::vector<uint64_t>& offsets, int64_t first,
+                      int64_t n, Slab* slab) const;
+  // A slab to fill: a used one if the consumer gave one back.
+  Slab FreeSlab();
+  // Waits for room and queues `slab`; false if the feed is being destroyed.
+  bool Push(Slab slab);
 
   const RecordRange range_;
   const TaskFeedLayout layout_;
   const TaskFeedOptions options_;
   float table_[256];
-  std::unique_ptr<ShardReader> reader_;  // the producer thread's, until the destructor
   std::thread producer_;
-  Slab current_;  // the consumer's: the slab it takes rows from
+  std::atomic<bool> cancelled_{false};  // stop_, for the producer to check without the lock
+  Slab current_;                        // the consumer's: the slab it takes rows from
   size_t at_ = 0;
 
   std::mutex mu_;

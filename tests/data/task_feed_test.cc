@@ -1,7 +1,7 @@
 // TaskFeed: rows decoded on the feed's thread come out in record order with the right ids,
 // labels and normalized pixels, across slab and call boundaries; a corrupt record is an error
-// after the rows before it; destruction mid-range does not wait for the range; a shared
-// ShardIndexCache reads each shard's index once.
+// after the rows before it; a truncated shard is an error before any row; destruction mid-range
+// does not wait for the range; a shared ShardIndexCache reads each shard's index once.
 #include "paddle/data/task_feed.h"
 
 #include <stdlib.h>
@@ -128,6 +128,20 @@ TEST(TaskFeedTest, WrongRecordSizeAndBadLayout) {
   outside.image_offset = 2;  // the image would end past the record
   EXPECT_EQ(TaskFeed::Start({a, 0, 10}, outside).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TaskFeedTest, TruncatedShardIsAnErrorBeforeAnyRow) {
+  const std::string a = WriteSamples(TempDir() + "/a", 0, 100);
+  std::vector<uint64_t> index = *ReadIndex(a);
+  ASSERT_EQ(truncate(a.c_str(), static_cast<off_t>(index[90] + 5)), 0);
+  auto feed = TaskFeed::Start({a, 0, 50}, Layout());  // the range itself is intact
+  ASSERT_TRUE(feed.ok());
+  std::vector<float> images(50 * kPixels);
+  std::vector<int64_t> labels(50), ids;
+  auto got = (*feed)->Take(50, images.data(), labels.data(), &ids);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+  EXPECT_NE(got.status().message().find("truncated shard"), std::string::npos) << got.status();
+  EXPECT_TRUE(ids.empty());
 }
 
 TEST(TaskFeedTest, DestroyedMidRangeStopsPromptlyAndIndexesAreShared) {
