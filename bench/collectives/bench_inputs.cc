@@ -14,8 +14,18 @@ namespace paddle {
 namespace bench {
 namespace {
 
-// Elements are made and checked in chunks, so no full-size expected buffer is ever needed.
-constexpr int64_t kChunk = 4096;
+// Calls fn(at, n, drawn) for consecutive runs [at, at + n) covering [begin, begin + count), each
+// inside one chunk of kInputChunk elements (Note [Sparse large inputs] in bench_inputs.h), so
+// elements are made and checked a chunk at a time and no full-size expected buffer is needed.
+template <typename Fn>
+void ForEachRun(int64_t begin, int64_t count, Fn fn) {
+  const int64_t end = begin + count;
+  for (int64_t at = begin; at < end;) {
+    const int64_t next = std::min(end, (at / kInputChunk + 1) * kInputChunk);
+    fn(at, next - at, InputIsDrawn(at));
+    at = next;
+  }
+}
 
 // The input value of word `w` (bench_inputs.h).
 inline int64_t Value(uint32_t w, DType dtype) {
@@ -124,67 +134,67 @@ int BudgetedIterations(int iters, int64_t bytes, int64_t budget_bytes, bool warm
 }
 
 void FillInput(DType dtype, uint64_t seed, int rank, int64_t begin, int64_t count, void* dst) {
-  std::vector<uint32_t> words(static_cast<size_t>(std::min(count, kChunk)));
-  for (int64_t done = 0; done < count; done += kChunk) {
-    const int64_t n = std::min(kChunk, count - done);
-    Words(seed, rank, begin + done, n, words.data());
-    for (int64_t i = 0; i < n; ++i) Store(dtype, Value(words[i], dtype), dst, done + i);
-  }
+  const size_t size = DTypeSize(dtype);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::vector<uint32_t> words(static_cast<size_t>(std::min(count, kInputChunk)));
+  ForEachRun(begin, count, [&](int64_t at, int64_t n, bool drawn) {
+    uint8_t* to = out + (at - begin) * size;
+    if (!drawn) {
+      std::memset(to, 0, n * size);  // 0 is all zero bits in every dtype
+      return;
+    }
+    Words(seed, rank, at, n, words.data());
+    for (int64_t i = 0; i < n; ++i) Store(dtype, Value(words[i], dtype), to, i);
+  });
 }
 
 int64_t CountWrong(BenchOp op, DType dtype, uint64_t seed, int rank, int world_size, int64_t count,
                    const void* out) {
   const size_t size = DTypeSize(dtype);
   const auto* got = static_cast<const uint8_t*>(out);
-  std::vector<uint8_t> want(kChunk * size);
-  std::vector<uint32_t> words(kChunk);
-  std::vector<int64_t> sum(kChunk);
+  std::vector<uint8_t> want(kInputChunk * size);
+  std::vector<uint32_t> words(kInputChunk);
+  std::vector<int64_t> sum(kInputChunk);
   int64_t wrong = 0;
+  // Output elements [out_at, out_at + n) must be elements [in_at, in_at + n) of rank r's input.
+  auto copied = [&](int r, int64_t in_at, int64_t out_at, int64_t n) {
+    ForEachRun(in_at, n, [&](int64_t at, int64_t m, bool /*drawn*/) {
+      FillInput(dtype, seed, r, at, m, want.data());
+      wrong += Differences(got + (out_at + at - in_at) * size, want.data(), m, size);
+    });
+  };
   if (op == BenchOp::kAllgather) {
     // Block r of the output is rank r's input.
     const int64_t block = count / world_size;
-    for (int r = 0; r < world_size; ++r) {
-      for (int64_t done = 0; done < block; done += kChunk) {
-        const int64_t n = std::min(kChunk, block - done);
-        FillInput(dtype, seed, r, done, n, want.data());
-        wrong += Differences(got + (r * block + done) * size, want.data(), n, size);
-      }
-    }
+    for (int r = 0; r < world_size; ++r) copied(r, 0, r * block, block);
     return wrong;
   }
   if (op == BenchOp::kAlltoall) {
     // Block j of the output is block `rank` of rank j's input.
     const int64_t block = count / world_size;
-    for (int j = 0; j < world_size; ++j) {
-      for (int64_t done = 0; done < block; done += kChunk) {
-        const int64_t n = std::min(kChunk, block - done);
-        FillInput(dtype, seed, j, rank * block + done, n, want.data());
-        wrong += Differences(got + (j * block + done) * size, want.data(), n, size);
-      }
-    }
+    for (int j = 0; j < world_size; ++j) copied(j, rank * block, j * block, block);
     return wrong;
   }
   if (op == BenchOp::kBroadcast) {
-    for (int64_t done = 0; done < count; done += kChunk) {
-      const int64_t n = std::min(kChunk, count - done);
-      FillInput(dtype, seed, /*rank=*/0, done, n, want.data());
-      wrong += Differences(got + done * size, want.data(), n, size);
-    }
+    copied(/*r=*/0, 0, 0, count);
     return wrong;
   }
   // Sums: the whole tensor (allreduce) or this rank's block (reduce_scatter).
   const int64_t length = op == BenchOp::kReduceScatter ? count / world_size : count;
   const int64_t begin = op == BenchOp::kReduceScatter ? rank * length : 0;
-  for (int64_t done = 0; done < length; done += kChunk) {
-    const int64_t n = std::min(kChunk, length - done);
-    std::fill(sum.begin(), sum.begin() + n, 0);
-    for (int r = 0; r < world_size; ++r) {
-      Words(seed, r, begin + done, n, words.data());
-      for (int64_t i = 0; i < n; ++i) sum[i] += Value(words[i], dtype);
+  ForEachRun(begin, length, [&](int64_t at, int64_t n, bool drawn) {
+    if (drawn) {
+      std::fill(sum.begin(), sum.begin() + n, 0);
+      for (int r = 0; r < world_size; ++r) {
+        Words(seed, r, at, n, words.data());
+        for (int64_t i = 0; i < n; ++i) sum[i] += Value(words[i], dtype);
+      }
+      for (int64_t i = 0; i < n; ++i) Store(dtype, sum[i], want.data(), i);
+    } else {
+      std::memset(want.data(), 0, n * size);
     }
-    for (int64_t i = 0; i < n; ++i) Store(dtype, sum[i], want.data(), i);
-    wrong += Differences(got + done * size, want.data(), n, size);
-  }
+    wrong += Differences(got + (at - begin) * size, want.data(), n, size);
+  });
   return wrong;
 }
 

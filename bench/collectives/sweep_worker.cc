@@ -81,7 +81,7 @@ absl::Status RunSize(const SweepConfig& config, int rank, Communicator& comm, in
   const double seconds = std::chrono::duration<double>(last - start).count();
   std::sort(iteration_us.begin(), iteration_us.end());
   const LatencyStats latency = Latencies(iteration_us);
-  fill();
+  if (b.output.data() == b.input.data()) fill();  // in place: the input was overwritten
   RETURN_IF_ERROR(RunOnce(config, comm, b));
   const int64_t wrong =
       CountWrong(config.op, config.dtype, config.seed, rank, config.nproc, count, b.output.data());

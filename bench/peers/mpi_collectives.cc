@@ -166,7 +166,7 @@ int Run(int argc, char** argv) {
     }
     const double seconds = last - start;
     std::sort(iteration_us.begin(), iteration_us.end());
-    FillInput(args.dtype, args.seed, rank, 0, in_count, in.get());
+    if (in_place) FillInput(args.dtype, args.seed, rank, 0, in_count, in.get());  // overwritten
     RunOnce(args, type, size, count, in.get(), result);
     const int64_t wrong = CountWrong(args.op, args.dtype, args.seed, rank, size, count, result);
     PrintRowLine(rank, count * element, count, seconds * 1e6 / iters, Latencies(iteration_us),

@@ -4,9 +4,11 @@
 One process per rank, started by the benchmark with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 set (rendezvous env://). It runs the same sweep as our own workers
 (bench/collectives/sweep_worker.h): the same sizes, the same inputs (word i of Philox(seed, rank),
-as paddle/core/philox.cc computes it, mapped to (w % 17) - 8), warmup, a barrier, `iters`
-blocking calls (all_reduce, all_gather into views of one output tensor, broadcast from rank 0 or
-all_to_all_single) timed one by one, then one more on fresh inputs with every element checked.
+as paddle/core/philox.cc computes it, mapped to (w % 17) - 8; past 2^22 elements only every 16th
+chunk of 4096, the rest 0: Note [Sparse large inputs] in bench/collectives/bench_inputs.h),
+warmup, a barrier, `iters` blocking calls (all_reduce, all_gather into views of one output
+tensor, broadcast from rank 0 or all_to_all_single) timed one by one, then one more on fresh
+inputs with every element checked.
 Each rank prints "ROW rank=R bytes=B count=C time_us=T p50_us=... wrong=W" per size
 (bench/collectives/report.h). PyTorch 1.13's gloo backend has no reduce_scatter: asked for it,
 the script says so and exits 3.
@@ -51,11 +53,26 @@ _DTYPES = {
 _CHUNK_WORDS = 1 << 18
 
 
+# Note [Sparse large inputs] in bench/collectives/bench_inputs.h: element i is drawn from Philox
+# when i < _DENSE_ELEMENTS or its chunk of _INPUT_CHUNK elements is a multiple of _SPARSE_STRIDE;
+# every other element is 0.
+_INPUT_CHUNK = 4096
+_DENSE_ELEMENTS = 1 << 22
+_SPARSE_STRIDE = 16
+
+
 def philox_words(seed, stream, begin, count):
     """Words begin..begin+count-1 of Philox4x32-10 under key `seed`, counter (block, stream)."""
     first = begin // 4
     blocks = (begin + count + 3) // 4 - first
-    index = np.arange(first, first + blocks, dtype=np.uint64)
+    words = philox_blocks(seed, stream, np.arange(first, first + blocks, dtype=np.uint64))
+    skip = begin - 4 * first
+    return words.reshape(-1)[skip:skip + count]
+
+
+def philox_blocks(seed, stream, index):
+    """The four words of each Philox4x32-10 block in uint64 array `index`: shape [len, 4]."""
+    blocks = len(index)
     c0 = index & _MASK
     c1 = index >> np.uint64(32)
     c2 = np.full(blocks, stream & _MASK, dtype=np.uint64)
@@ -70,20 +87,30 @@ def philox_words(seed, stream, begin, count):
         hi0, lo0 = p0 >> np.uint64(32), p0 & np.uint64(_MASK)
         hi1, lo1 = p1 >> np.uint64(32), p1 & np.uint64(_MASK)
         c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0
-    skip = begin - 4 * first
-    return np.stack([c0, c1, c2, c3], axis=1).reshape(-1)[skip:skip + count]
+    return np.stack([c0, c1, c2, c3], axis=1)
 
 
 def values(seed, rank, begin, count, dtype_name):
     """Elements begin..begin+count-1 of rank `rank`'s input as int8: small integers, exact in
-    every dtype. Made _CHUNK_WORDS at a time."""
-    out = np.empty(count, dtype=np.int8)
+    every dtype, or 0 where not drawn (Note [Sparse large inputs]). Made _CHUNK_WORDS at a
+    time."""
+    out = np.zeros(count, dtype=np.int8)
     offset = 0 if dtype_name == "uint8" else 8
     done = 0
     while done < count:
-        n = min(_CHUNK_WORDS - (begin + done) % _CHUNK_WORDS, count - done)
-        words = philox_words(seed, rank, begin + done, n)
-        out[done:done + n] = (words % np.uint64(17)).astype(np.int8) - np.int8(offset)
+        at = begin + done
+        n = min(_CHUNK_WORDS - at % _CHUNK_WORDS, count - done)
+        index = np.arange(at, at + n, dtype=np.int64)
+        drawn = (index < _DENSE_ELEMENTS) | ((index // _INPUT_CHUNK) % _SPARSE_STRIDE == 0)
+        if drawn.all():
+            words = philox_words(seed, rank, at, n)
+            out[done:done + n] = (words % np.uint64(17)).astype(np.int8) - np.int8(offset)
+        elif drawn.any():
+            picked = index[drawn]
+            blocks, which = np.unique(picked // 4, return_inverse=True)
+            words = philox_blocks(seed, rank, blocks.astype(np.uint64))[which, picked % 4]
+            piece = out[done:done + n]
+            piece[drawn] = (words % np.uint64(17)).astype(np.int8) - np.int8(offset)
         done += n
     return out
 

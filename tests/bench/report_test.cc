@@ -2,6 +2,7 @@
 // latency percentiles and the element check of alltoall.
 #include "bench/collectives/report.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -101,6 +102,50 @@ TEST(CountWrongTest, AlltoallBlocksComeFromEachRank) {
   EXPECT_EQ(op, BenchOp::kAlltoall);
   EXPECT_TRUE(SplitsByRank(BenchOp::kAlltoall));
   EXPECT_FALSE(SplitsByRank(BenchOp::kBroadcast));
+}
+
+// Note [Sparse large inputs]: past kDenseElements only every kSparseStride-th chunk is drawn;
+// the rest is 0, whatever range or size asks for it, and the check still sees every element.
+TEST(CountWrongTest, LargeInputsAreSparseAndStillFullyChecked) {
+  constexpr int64_t kCount = kDenseElements + 2 * kSparseStride * kInputChunk;
+  std::vector<float> in0(kCount), in1(kCount), sum(kCount);
+  FillInput(DType::kFloat32, 9, 0, 0, kCount, in0.data());
+  FillInput(DType::kFloat32, 9, 1, 0, kCount, in1.data());
+  int64_t zeros_past_dense = 0;
+  for (int64_t i = kDenseElements - 5; i < kCount; ++i) {
+    if (!InputIsDrawn(i)) {
+      ASSERT_EQ(in0[i], 0.0f) << "element " << i;
+      ++zeros_past_dense;
+    }
+  }
+  EXPECT_EQ(zeros_past_dense, 2 * (kSparseStride - 1) * kInputChunk);
+  EXPECT_TRUE(InputIsDrawn(kDenseElements + kSparseStride * kInputChunk));
+  // Any range is the same elements as the whole input: a prefix stays right for larger sizes.
+  const int64_t begin = kDenseElements - 7;
+  std::vector<float> part(3 * kInputChunk + 11);
+  FillInput(DType::kFloat32, 9, 0, begin, static_cast<int64_t>(part.size()), part.data());
+  EXPECT_EQ(0, std::memcmp(part.data(), &in0[begin], part.size() * sizeof(float)));
+
+  for (int64_t i = 0; i < kCount; ++i) sum[i] = in0[i] + in1[i];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(CountWrong(BenchOp::kAllreduce, DType::kFloat32, 9, r, 2, kCount, sum.data()), 0);
+  }
+  // A drawn chunk delivered one chunk late (a misplaced block) is caught, zeros included.
+  std::vector<float> shifted = sum;
+  const int64_t drawn = kDenseElements + kSparseStride * kInputChunk;
+  std::copy(&sum[drawn], &sum[drawn] + kInputChunk, &shifted[drawn + kInputChunk]);
+  std::fill(&shifted[drawn], &shifted[drawn] + kInputChunk, 0.0f);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < kCount; ++i) differ += shifted[i] != sum[i];
+  EXPECT_EQ(CountWrong(BenchOp::kAllreduce, DType::kFloat32, 9, 0, 2, kCount, shifted.data()),
+            differ);
+  EXPECT_GT(differ, kInputChunk / 2);
+  // Alltoall of two ranks: block j of rank 1's output is block 1 of rank j's input.
+  std::vector<float> out(kCount);
+  const int64_t block = kCount / 2;
+  std::memcpy(out.data(), &in0[block], block * sizeof(float));
+  std::memcpy(&out[block], &in1[block], block * sizeof(float));
+  EXPECT_EQ(CountWrong(BenchOp::kAlltoall, DType::kFloat32, 9, 1, 2, kCount, out.data()), 0);
 }
 
 TEST(CollectRowsTest, MedianAndMaximumAreOptional) {

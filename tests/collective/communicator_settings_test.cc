@@ -72,7 +72,7 @@ std::vector<Settings> AgreeAcrossThreads(int rank0_local_size, int others_local_
 
 TEST(AgreeOnTuningTest, EveryRankTakesRankZerosChoice) {
   // Only rank 0's local size counts: it decides for everyone, both ways round.
-  for (const auto [rank0_local, others_local] : {std::pair{64, 1}, std::pair{1, 64}}) {
+  for (const auto& [rank0_local, others_local] : {std::pair{64, 1}, std::pair{1, 64}}) {
     const HostTuning expected = AutomaticTuning(rank0_local, CoresAvailable());
     const std::vector<Settings> settings = AgreeAcrossThreads(rank0_local, others_local);
     for (size_t rank = 0; rank < settings.size(); ++rank) {

@@ -495,6 +495,22 @@ class TorchPeerInputsTest(unittest.TestCase):
             want = (whole[chunk - 10:chunk + 15] % 17).astype("int64") + low
             self.assertEqual(made.tolist(), want.tolist(), dtype)
 
+    def test_large_inputs_are_sparse_as_bench_inputs_makes_them(self):
+        # Note [Sparse large inputs]: past 2^22 elements only every 16th chunk of 4096 is drawn.
+        p = self.peer
+        self.assertEqual((p._INPUT_CHUNK, p._DENSE_ELEMENTS, p._SPARSE_STRIDE),
+                         (4096, 1 << 22, 16))
+        begin = (1 << 22) - 10
+        count = 17 * 4096 + 30
+        made = p.values(7, 3, begin, count, "float32")
+        words = p.philox_words(7, 3, begin, count)
+        for k in range(count):
+            i = begin + k
+            drawn = i < (1 << 22) or (i // 4096) % 16 == 0
+            want = int(words[k] % 17) - 8 if drawn else 0
+            if int(made[k]) != want:
+                self.fail(f"element {i}: {int(made[k])}, want {want} (drawn: {drawn})")
+
     def test_expected_outputs_follow_the_definitions(self):
         p = self.peer
         size, count = 3, p._CHUNK_WORDS + 9
