@@ -98,8 +98,9 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
   --backend=native|gloo|nccl collective backend (default native; nccl with --device=cuda)
   --bucket-cap-mb=X          gradient bucket size after the first (default 1: unlike DDP's
                              25 MiB, sized for fast networks, 1 MiB lets the CNN's fc1 weight
-                             gradient leave while the convolutions' backward still runs)
-  --first-bucket-mb=X        first gradient bucket (default 1)
+                             gradient leave while the convolutions' backward still runs;
+                             0: the PADDLE_TUNING_PARAMS file's bucket line, else DDP's 25)
+  --first-bucket-mb=X        first gradient bucket (default 1; 0 as above, else DDP's 1)
   --compression=none|fp16|bf16   gradient compression on the wire (default none)
   --no-sync                  benchmark: never average gradients (what sync costs)
   --elastic                  an elastic job's worker (paddlerun --nproc=N --min-nproc=M): workers
@@ -227,9 +228,9 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     } else if (key == "records-per-task") {
       ok = int_flag(&o->records_per_task) && o->records_per_task > 0;
     } else if (key == "bucket-cap-mb") {
-      ok = double_flag(&o->bucket_cap_mb) && o->bucket_cap_mb > 0;
+      ok = double_flag(&o->bucket_cap_mb) && o->bucket_cap_mb >= 0;
     } else if (key == "first-bucket-mb") {
-      ok = double_flag(&o->first_bucket_mb) && o->first_bucket_mb > 0;
+      ok = double_flag(&o->first_bucket_mb) && o->first_bucket_mb >= 0;
     } else if (key == "epochs") {
       ok = int_flag(&o->epochs) && o->epochs >= 0;
     } else if (key == "batch") {

@@ -79,7 +79,7 @@ const Setting kSettings[] = {
      .default_text = "1",
      .meaning = "1 reduces CUDA tensors of one host through CUDA IPC buffers, 0 stages them "
                 "through host memory",
-     .see = "paddle/collective/algorithms/cuda/ipc_agreement.h",
+     .see = "paddle/collective/intranode/cuda/ipc_agreement.h",
      .details = "the native backend's path for CUDA tensors of ranks on one host; it is used only "
                 "where every rank can"},
     {.name = "PADDLE_CUDA_IPC_BYTES",
@@ -314,13 +314,14 @@ const Setting kSettings[] = {
      .reader = R::kLibrary,
      .default_text = "the measured allreduce table",
      .meaning = "a file from `tools/simulate tune --emit` whose fitted cost model picks the "
-                "native backend's allreduce algorithm per size",
+                "native backend's allreduce algorithm per size, and DDP's bucket caps",
      .see = "docs/simulator.md",
      .details = "rank 0 takes the file's link for the transport found at start-up (tcp, shm, "
                 "ucx; @R entries for R ranks per host preferred) and publishes it to the group; "
                 "without an entry for that transport the table applies. PADDLE_ALGO still "
-                "forces one algorithm. A malformed file is an error naming the file, line and "
-                "field"},
+                "forces one algorithm. A \"bucket FIRST_BYTES BUCKET_BYTES\" line (`tools/"
+                "simulate step --search --emit`) sets DDP's bucket caps where DdpOptions leaves "
+                "them 0. A malformed file is an error naming the file, line and field"},
     {.name = "PADDLE_UCX_LIBRARY",
      .type = T::kString,
      .reader = R::kLibrary,

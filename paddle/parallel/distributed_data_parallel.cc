@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "paddle/collective/algorithms/allreduce_cost_model.h"
+#include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 #include "paddle/parallel/reducer/device_memory.h"
 
@@ -15,6 +17,35 @@ namespace paddle {
 namespace {
 
 constexpr int kMaxListedDifferences = 5;
+constexpr int64_t kDefaultFirstBucketBytes = int64_t{1} << 20;
+constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
+// Note [Tuned bucket caps]: a cap DdpOptions leaves 0 comes from the "bucket" line of the
+// PADDLE_TUNING_PARAMS file (`tools/simulate step --search --emit=FILE`: the caps the step model
+// predicts fastest for a timeline of this model on this cluster), else from the defaults above.
+// A cap the caller set always wins. Each rank reads its own file, so the resolved caps join the
+// model description that every rank compares (CheckSameModel): ranks with different files fail
+// at once, naming the caps, instead of laying out different buckets.
+absl::StatusOr<TunedBucketCaps> ResolveBucketCaps(const DdpOptions& options) {
+  TunedBucketCaps caps{options.first_bucket_bytes, options.bucket_bytes};
+  if (caps.first_bytes < 0 || caps.bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DdpOptions: bucket caps must be >= 0 (0: the default), got first_bucket_bytes=",
+        caps.first_bytes, " and bucket_bytes=", caps.bytes));
+  }
+  std::optional<TunedBucketCaps> tuned;
+  if (caps.first_bytes == 0 || caps.bytes == 0) {
+    if (std::optional<std::string> path = StringSetting("PADDLE_TUNING_PARAMS")) {
+      absl::StatusOr<TuningParams> params = TuningParams::Load(*path);
+      if (!params.ok()) return Annotate(params.status(), "PADDLE_TUNING_PARAMS");
+      tuned = params->buckets();
+    }
+  }
+  if (caps.first_bytes == 0)
+    caps.first_bytes = tuned ? tuned->first_bytes : kDefaultFirstBucketBytes;
+  if (caps.bytes == 0) caps.bytes = tuned ? tuned->bytes : kDefaultBucketBytes;
+  return caps;
+}
 
 // One line per parameter and buffer, in order.
 std::vector<std::string> DescribeModel(const nn::Module& module) {
@@ -143,9 +174,10 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   if (module == nullptr || comm == nullptr) {
     return absl::InvalidArgumentError("DistributedDataParallel needs a module and a communicator");
   }
+  ASSIGN_OR_RETURN(const TunedBucketCaps caps, ResolveBucketCaps(options));
   ReducerOptions reducer_options;
-  reducer_options.first_bucket_bytes = options.first_bucket_bytes;
-  reducer_options.bucket_bytes = options.bucket_bytes;
+  reducer_options.first_bucket_bytes = caps.first_bytes;
+  reducer_options.bucket_bytes = caps.bytes;
   ASSIGN_OR_RETURN(reducer_options.compression, ParseCompression(options.compression));
   reducer_options.find_unused_parameters = options.find_unused_parameters;
   reducer_options.timeout = options.timeout;
@@ -158,7 +190,10 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   const CallOptions call{options.timeout};
 
   // Note [DDP devices]: the model's device carries the agreement's small collectives too.
-  RETURN_IF_ERROR(CheckSameModel(DescribeModel(*module), comm, module->device(), call));
+  std::vector<std::string> description = DescribeModel(*module);
+  description.push_back(absl::StrCat("bucket caps (DdpOptions, else PADDLE_TUNING_PARAMS) ",
+                                     caps.first_bytes, " bytes first, then ", caps.bytes));
+  RETURN_IF_ERROR(CheckSameModel(description, comm, module->device(), call));
   RETURN_IF_ERROR(BroadcastFromRankZero(*module, comm, call));
   std::vector<Reducer::NamedParameter> params;
   for (auto& [name, var] : module->NamedParameters()) {

@@ -42,8 +42,10 @@
 namespace paddle {
 
 struct DdpOptions {
-  int64_t first_bucket_bytes = int64_t{1} << 20;
-  int64_t bucket_bytes = int64_t{25} << 20;
+  // The reducer's bucket caps (Note [Bucket caps]); 0: the "bucket" line of PADDLE_TUNING_PARAMS's
+  // file when it has one (Note [Tuned bucket caps]), else 1 MiB for the first and 25 MiB after.
+  int64_t first_bucket_bytes = 0;
+  int64_t bucket_bytes = 0;
   std::string compression = "none";  // "none" | "fp16" | "bf16" (Note [Gradient compression])
   bool find_unused_parameters = false;
   absl::Duration timeout = absl::ZeroDuration();  // zero: the communicator's

@@ -235,28 +235,34 @@ void BindGroup(py::module_& d) {
 void BindDdp(py::module_& d) {
   py::class_<Ddp>(d, "DistributedDataParallel")
       .def(py::init([](std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
-                       double bucket_cap_mb, double first_bucket_mb, const std::string& compression,
+                       const std::optional<double>& bucket_cap_mb,
+                       const std::optional<double>& first_bucket_mb, const std::string& compression,
                        bool find_unused, const std::optional<double>& timeout_s) {
-             // Bounded so the byte counts fit int64_t; NaN fails the comparisons.
+             // Bounded so the byte counts fit int64_t; NaN fails the comparisons. None: 0, the
+             // tuned or default cap (Note [Tuned bucket caps]).
              constexpr double kMaxMiB = 1 << 30;
-             for (double mb : {bucket_cap_mb, first_bucket_mb}) {
-               if (!(mb > 0 && mb <= kMaxMiB)) {
-                 throw py::value_error(absl::StrCat("bucket sizes must be positive MiB up to ",
-                                                    kMaxMiB, ", got bucket_cap_mb=", bucket_cap_mb,
-                                                    " and first_bucket_mb=", first_bucket_mb));
+             auto bytes = [&](const std::optional<double>& mb) -> int64_t {
+               if (!mb.has_value()) return 0;
+               if (!(*mb > 0 && *mb <= kMaxMiB)) {
+                 throw py::value_error(absl::StrCat(
+                     "bucket sizes must be positive MiB up to ", kMaxMiB,
+                     " (or None: PADDLE_TUNING_PARAMS's or the default), got bucket_cap_mb=",
+                     bucket_cap_mb ? absl::StrCat(*bucket_cap_mb) : "None", " and first_bucket_mb=",
+                     first_bucket_mb ? absl::StrCat(*first_bucket_mb) : "None"));
                }
-             }
+               return std::max<int64_t>(static_cast<int64_t>(*mb * (1 << 20)), 1);
+             };
              DdpOptions o;
-             o.bucket_bytes = static_cast<int64_t>(bucket_cap_mb * (1 << 20));
-             o.first_bucket_bytes = static_cast<int64_t>(first_bucket_mb * (1 << 20));
+             o.bucket_bytes = bytes(bucket_cap_mb);
+             o.first_bucket_bytes = bytes(first_bucket_mb);
              o.compression = compression;
              o.find_unused_parameters = find_unused;
              o.timeout = Seconds(timeout_s);
              if (group->rendezvous()) o.store = group->rendezvous()->store;
              return std::make_unique<Ddp>(std::move(group), std::move(module), o);
            }),
-           py::arg("module"), py::arg("group"), py::arg("bucket_cap_mb") = 25.0,
-           py::arg("first_bucket_mb") = 1.0, py::arg("compression") = "none",
+           py::arg("module"), py::arg("group"), py::arg("bucket_cap_mb") = py::none(),
+           py::arg("first_bucket_mb") = py::none(), py::arg("compression") = "none",
            py::arg("find_unused_parameters") = false, py::arg("timeout") = py::none())
       .def("forward",
            [](Ddp& d, const Variable& x) {

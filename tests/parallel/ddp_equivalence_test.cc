@@ -5,6 +5,7 @@
 // differences: fp32 6e-8, fp16 8e-5, bf16 7.4e-4. The ranks other than 0 build their model from
 // another seed, so this also checks the initial broadcast; the bucket rebuild after step 1 is
 // inside every case.
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "paddle/nn/generator.h"
 #include "paddle/nn/models.h"
 #include "tests/parallel/ddp_testing.h"
+#include "tests/testing/scoped_env.h"
 
 namespace paddle::ddptest {
 namespace {
@@ -91,6 +93,66 @@ TEST_P(DdpEquivalenceTest, MatchesSingleProcessFullBatch) {
   }
   if (c.cap >= (64 << 20)) {
     EXPECT_EQ(buckets[0], 1);
+  }
+}
+
+// Note [Tuned bucket caps]: caps left 0 come from the tuning file's bucket line; caps the caller
+// sets win over it; without the file the defaults (1 MiB, then 25 MiB) give the small MLP one
+// bucket.
+TEST(DdpTunedBucketsTest, CapsLeftUnsetComeFromTheTuningFile) {
+  const std::string path = absl::StrCat(testing::TempDir(), "/ddp_buckets.tuning");
+  {
+    std::ofstream out(path);
+    out << "paddle_tuning_params 1\n# from a test\nbucket 4096 4096\n";
+  }
+  auto buckets_with = [&](const char* tuning, int64_t cap) -> int {
+    ScopedEnv env("PADDLE_TUNING_PARAMS", tuning);
+    absl::StatusOr<std::unique_ptr<Group>> group = Group::Create(2, Backend::kNative);
+    EXPECT_TRUE(group.ok()) << group.status();
+    if (!group.ok()) return -1;
+    TrainConfig config;
+    config.make_model = Mlp;
+    DdpOptions options;
+    options.first_bucket_bytes = cap;
+    options.bucket_bytes = cap;
+    std::vector<int> buckets(2);
+    std::vector<std::map<std::string, Tensor>> got(2);
+    std::vector<absl::Status> statuses = (*group)->Run([&](int rank, Communicator& comm) {
+      std::unique_ptr<DistributedDataParallel> ddp;
+      ASSIGN_OR_RETURN(got[rank], TrainRank(config, options, rank, comm, &ddp));
+      buckets[rank] = ddp->reducer().num_buckets();
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(Failures(statuses), "");
+    EXPECT_TRUE(CompareParams(got[0], Reference("sgd"), 1e-5, 1e-6).ok());
+    return buckets[0];
+  };
+  EXPECT_GE(buckets_with(path.c_str(), 0), 4);  // the MLP's 6 parameters in 4 KiB buckets
+  EXPECT_EQ(buckets_with(path.c_str(), int64_t{64} << 20), 1);
+  EXPECT_EQ(buckets_with(nullptr, 0), 1);
+
+  // A malformed bucket line stops DDP with the file, line and field named.
+  {
+    std::ofstream out(path);
+    out << "paddle_tuning_params 1\nbucket 4096 lots\n";
+  }
+  ScopedEnv env("PADDLE_TUNING_PARAMS", path.c_str());
+  absl::StatusOr<std::unique_ptr<Group>> group = Group::Create(1, Backend::kNative);
+  if (group.ok()) {
+    TrainConfig config;
+    config.make_model = Mlp;
+    std::vector<absl::Status> statuses = (*group)->Run([&](int rank, Communicator& comm) {
+      std::unique_ptr<DistributedDataParallel> ddp;
+      return TrainRank(config, DdpOptions{}, rank, comm, &ddp).status();
+    });
+    EXPECT_NE(Failures(statuses).find("ddp_buckets.tuning:2: bucket BUCKET_BYTES is \"lots\""),
+              std::string::npos)
+        << Failures(statuses);
+  } else {
+    // The communicator reads the same file first and names the same line.
+    EXPECT_NE(std::string(group.status().message()).find("ddp_buckets.tuning:2:"),
+              std::string::npos)
+        << group.status();
   }
 }
 

@@ -258,9 +258,9 @@ TEST(ReducerTest, ArgumentAndOrderErrors) {
         absl::IsInvalidArgument(DistributedDataParallel::Create(Mlp(0), &comm, bad).status()));
     EXPECT_TRUE(absl::IsInvalidArgument(DistributedDataParallel::Create(nullptr, &comm).status()));
     bad = {};
-    bad.bucket_bytes = 0;
+    bad.bucket_bytes = -1;  // 0 is the default (Note [Tuned bucket caps]); negative is wrong
     EXPECT_THAT(DistributedDataParallel::Create(Mlp(0), &comm, bad).status().message(),
-                HasSubstr("bucket_bytes=0"));
+                HasSubstr("bucket_bytes=-1"));
 
     autograd::Variable frozen(*Tensor::Zeros({2}, DType::kFloat32), false, "frozen");
     EXPECT_THAT(Reducer::Create({{"frozen", frozen}}, &comm, {}).status().message(),

@@ -394,6 +394,34 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("needs --transport=auto", err)
 
+    def test_step_emit_sets_the_bucket_line_and_keeps_the_links(self):
+        # Note [Tuned bucket caps]: `step --emit` writes the caps DDP reads; `tune --emit` the links.
+        params = self.params_file()
+        tuning = tempfile.mktemp(suffix=".tuning")
+        self.addCleanup(lambda: os.path.exists(tuning) and os.unlink(tuning))
+        rc, _, err = self.run_cli("tune", "--params=" + params, "--nproc=2", "--emit=" + tuning)
+        self.assertEqual(rc, 0, err)
+        links = [ln for ln in open(tuning).read().splitlines() if ln.startswith("link ")]
+        self.assertTrue(links)
+        step = ["step", "--params=" + params, "--ranks-per-host=2", "--grad-mb=97.66",
+                "--forward-ms=60", "--backward-ms=120", "--emit=" + tuning]
+        for _ in range(2):  # the second run replaces the line
+            rc, out, err = self.run_cli(*step)
+            self.assertEqual(rc, 0, err)
+        best = json.loads(out)["best_bucket_bytes"]
+        lines = open(tuning).read().splitlines()
+        self.assertEqual(lines[0], "paddle_tuning_params 1")
+        self.assertEqual([ln for ln in lines if ln.startswith("link ")], links)
+        self.assertEqual([ln for ln in lines if ln.startswith("bucket ")],
+                         [f"bucket {1 << 20} {best}"])
+        # A file that is not a tuning file is refused, not overwritten.
+        with open(tuning, "w") as f:
+            f.write("my notes\n")
+        rc, _, err = self.run_cli(*step)
+        self.assertEqual(rc, 2)
+        self.assertIn("is not a tuning file", err)
+        self.assertEqual(open(tuning).read(), "my notes\n")
+
     def test_merge_rounds(self):
         base = {"op": "allreduce", "backend": "native", "algo": "ring", "transport": "tcp",
                 "nproc": 2, "bytes": 4096, "dtype": "float32", "wrong": 0, "max_us": 9.0}

@@ -226,11 +226,15 @@ def cmd_step(a):
         out["model_bucket_us"] = [allreduce_us(b) for b, _ in prof.measured_buckets]
         out["measured_buckets"] = prof.measured_buckets
         out["steps_used"] = prof.steps
-    if a.search:
+    if a.search or a.emit:
         best, t, results = step_model.best_bucket(prof, allreduce_us, first)
         out["best_bucket_bytes"] = best
         out["best_step_us"] = t
         out["bucket_sweep"] = [{"bucket_bytes": c, "step_us": s} for s, c in results]
+        if a.emit:
+            tune.emit_bucket(a.emit, first, best,
+                             f"{cluster.ranks} ranks ({a.hosts} x {a.ranks_per_host}), "
+                             f"{prof.grad_bytes} gradient bytes, predicted step {t:.0f} us")
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
@@ -328,6 +332,9 @@ def main(argv=None):
                    help="bucket cap after the first (default: the timeline's own layout, else 1)")
     p.add_argument("--first-bucket-mb", type=positive_float, default=1.0)
     p.add_argument("--search", action="store_true", help="also find the best bucket size")
+    p.add_argument("--emit", metavar="FILE",
+                   help="search, and set the bucket line of tuning file FILE (PADDLE_TUNING_PARAMS"
+                        "; DDP takes caps left unset from it)")
     p.set_defaults(fn=cmd_step)
 
     p = sub.add_parser("tune", help="allreduce thresholds the model prefers vs today's; "

@@ -1,5 +1,7 @@
 """What the fitted model would choose: the allreduce table's crossovers per group size and the
 reducer's bucket size, beside today's hand-set values (algorithm_selector.cc)."""
+import os
+
 from . import engine
 
 SIZES = [1 << k for k in range(12, 29)]  # 4 KiB .. 256 MiB
@@ -23,7 +25,7 @@ TRANSPORTS = ("tcp", "shm", "ucx")  # the entries the engine's selector can foll
 def emit(params, path, thresholds_by_link):
     """The tuning file PADDLE_TUNING_PARAMS reads (allreduce_cost_model.h): every tcp, shm and ucx
     entry of `params`, exact to the last bit, and the choices they make as comments."""
-    lines = ["paddle_tuning_params 1",
+    lines = [HEADER,
              f"# from {params.path} by `tools/simulate tune --emit`; read by PADDLE_TUNING_PARAMS",
              "# link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte"]
     names = sorted(n for n in params.links if n.split("@")[0] in TRANSPORTS)
@@ -36,6 +38,30 @@ def emit(params, path, thresholds_by_link):
         for n, t in th.items():
             lines.append(f"# {link}, {n} ranks: tree up to {t['tree_max_bytes']} bytes, hd up to "
                          f"{t['hd_max_bytes']} (0: never), the ring above")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+HEADER = "paddle_tuning_params 1"
+
+
+def emit_bucket(path, first_bytes, bucket_bytes, why):
+    """Sets the "bucket FIRST_BYTES BUCKET_BYTES" line of tuning file `path` (Note [Tuned bucket
+    caps] in paddle/parallel/distributed_data_parallel.cc): replaces the file's bucket line and
+    keeps its links, or starts a file with the header when there is none."""
+    lines = []
+    if os.path.exists(path):
+        with open(path) as f:
+            lines = f.read().splitlines()
+        if not lines or lines[0].split("#")[0].split() != HEADER.split():
+            raise ValueError(f"{path} is not a tuning file (its first line is not {HEADER!r}); "
+                             "give a new file or one `tools/simulate tune --emit` wrote")
+        lines = [ln for ln in lines
+                 if ln.split("#")[0].split()[:1] != ["bucket"] and not ln.startswith("# bucket")]
+    else:
+        lines = [HEADER]
+    lines += [f"# bucket caps from `tools/simulate step --search`: {why}",
+              f"bucket {int(first_bytes)} {int(bucket_bytes)}"]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

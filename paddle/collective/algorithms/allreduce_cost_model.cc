@@ -86,6 +86,7 @@ double HalvingDoubling(const LinkCost& link, int n, double bytes, double piece) 
 }
 
 constexpr char kHeader[] = "paddle_tuning_params";
+constexpr int64_t kMaxBucketBytes = int64_t{1} << 30;
 constexpr const char* kFields[] = {"alpha_us", "overhead_us", "beta_us_per_byte",
                                    "gamma_us_per_byte"};
 
@@ -166,10 +167,15 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
       header = true;
       continue;
     }
+    if (words[0] == "bucket") {
+      absl::Status bucket = params.ParseBucket(words, where);
+      if (!bucket.ok()) return bucket;
+      continue;
+    }
     if (words[0] != "link") {
-      return absl::InvalidArgumentError(absl::StrCat(where, "unknown keyword \"", words[0],
-                                                     "\"; expected \"link NAME ",
-                                                     absl::StrJoin(kFields, " "), "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "unknown keyword \"", words[0], "\"; expected \"link NAME ",
+                       absl::StrJoin(kFields, " "), "\" or \"bucket FIRST_BYTES BUCKET_BYTES\""));
     }
     if (words.size() < 2 || !ValidName(words[1])) {
       return absl::InvalidArgumentError(
@@ -196,12 +202,33 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
       return absl::InvalidArgumentError(absl::StrCat(where, "link ", name, " appears twice"));
     }
   }
-  if (!header || params.links_.empty()) {
+  if (!header || (params.links_.empty() && !params.buckets_.has_value())) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", header ? "no \"link\" lines" : "empty",
+        absl::StrCat(path, ": ", header ? "no \"link\" or \"bucket\" lines" : "empty",
                      "; write the file with `tools/simulate tune --emit=FILE`"));
   }
   return params;
+}
+
+absl::Status TuningParams::ParseBucket(const std::vector<absl::string_view>& words,
+                                       const std::string& where) {
+  if (buckets_.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "a second \"bucket\" line"));
+  }
+  if (words.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "\"bucket\" has ", words.size() - 1,
+                                                   " values; expected FIRST_BYTES BUCKET_BYTES"));
+  }
+  int64_t caps[2];
+  for (int i = 0; i < 2; ++i) {
+    if (!absl::SimpleAtoi(words[i + 1], &caps[i]) || caps[i] < 1 || caps[i] > kMaxBucketBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "bucket ", i == 0 ? "FIRST_BYTES" : "BUCKET_BYTES", " is \"", words[i + 1],
+          "\"; expected a whole number of bytes from 1 to ", kMaxBucketBytes));
+    }
+  }
+  buckets_ = TunedBucketCaps{caps[0], caps[1]};
+  return absl::OkStatus();
 }
 
 const LinkCost* TuningParams::Find(absl::string_view transport, int ranks_per_host,

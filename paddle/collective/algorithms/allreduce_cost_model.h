@@ -17,14 +17,23 @@
 //   link tcp@2 182.5 197.1 0.00061 0.00008
 //
 // NAME is a transport ("tcp", "shm", "ucx"), optionally with "@R": fitted with R ranks per host.
-// '#' starts a comment. A malformed file is kInvalidArgument naming the file, line and field.
+// An optional line from `tools/simulate step --search --emit=FILE`,
+//
+//   bucket FIRST_BYTES BUCKET_BYTES
+//
+// gives the reducer's bucket caps the step model found fastest for a model's timeline (DDP takes
+// them where DdpOptions leaves the caps 0). '#' starts a comment. A file needs at least one link
+// or bucket line; a malformed file is kInvalidArgument naming the file, line and field.
 #ifndef PADDLE_COLLECTIVE_ALGORITHMS_ALLREDUCE_COST_MODEL_H_
 #define PADDLE_COLLECTIVE_ALGORITHMS_ALLREDUCE_COST_MODEL_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -52,7 +61,14 @@ double PredictAllreduceUs(ModelAlgorithm algorithm, const LinkCost& link, int wo
 ModelAlgorithm ModelAllreduceChoice(const LinkCost& link, int world_size, int64_t bytes,
                                     int64_t piece_bytes);
 
-// The links of one tuning file.
+// The reducer's bucket caps of a tuning file's "bucket" line (Note [Bucket caps] in
+// paddle/parallel/reducer/bucket_assigner.h).
+struct TunedBucketCaps {
+  int64_t first_bytes = 0;
+  int64_t bytes = 0;
+};
+
+// The links and bucket caps of one tuning file.
 class TuningParams {
  public:
   // Reads and checks `path`; errors name the file, line and field.
@@ -67,10 +83,14 @@ class TuningParams {
 
   const std::string& path() const { return path_; }
   const std::map<std::string, LinkCost>& links() const { return links_; }
+  const std::optional<TunedBucketCaps>& buckets() const { return buckets_; }
 
  private:
+  absl::Status ParseBucket(const std::vector<absl::string_view>& words, const std::string& where);
+
   std::string path_;
   std::map<std::string, LinkCost> links_;
+  std::optional<TunedBucketCaps> buckets_;
 };
 
 }  // namespace paddle

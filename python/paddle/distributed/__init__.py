@@ -382,9 +382,11 @@ class DistributedDataParallel:
     they go to the module) and then `loss.backward()`: gradients are averaged across ranks in
     buckets while the backward pass runs, and the reduction is finished when it ends (Note
     [Finalizers after backward] in paddle/autograd.py). `ddp.backward(loss)` is the same call.
+    Bucket caps left None come from the "bucket" line of the PADDLE_TUNING_PARAMS file when it
+    has one (`tools/simulate step --search --emit=FILE`), else 25 MiB (1 MiB for the first).
     """
 
-    def __init__(self, module, bucket_cap_mb=25.0, first_bucket_mb=1.0, compression="none",
+    def __init__(self, module, bucket_cap_mb=None, first_bucket_mb=None, compression="none",
                  find_unused_parameters=False, timeout=None, group=None):
         self.module = module  # keeps a Python module alive: Note [Python module lifetime]
         self._ddp = _C.distributed.DistributedDataParallel(

@@ -92,6 +92,15 @@ TEST(TuningParamsTest, ParsesAndFindsAsTheSimulatorDoes) {
   params->Find("tcp", 6, &name);
   EXPECT_EQ(name, "tcp@8");
   EXPECT_EQ(params->Find("ucx", 2, &name), nullptr);
+  EXPECT_FALSE(params->buckets().has_value());
+
+  // A bucket line alone is a whole file (tools/simulate step --emit writes one).
+  params = TuningParams::Parse("paddle_tuning_params 1\nbucket 1048576 8388608 # best\n", "b");
+  ASSERT_TRUE(params.ok()) << params.status();
+  ASSERT_TRUE(params->buckets().has_value());
+  EXPECT_EQ(params->buckets()->first_bytes, 1 << 20);
+  EXPECT_EQ(params->buckets()->bytes, 8 << 20);
+  EXPECT_TRUE(params->links().empty());
 }
 
 TEST(TuningParamsTest, MalformedFilesNameTheFileLineAndField) {
@@ -102,7 +111,11 @@ TEST(TuningParamsTest, MalformedFilesNameTheFileLineAndField) {
   const Case cases[] = {
       {"", "bad.tuning: empty"},
       {"paddle_tuning_params 2\n", "bad.tuning:1: expected \"paddle_tuning_params 1\""},
-      {"paddle_tuning_params 1\n", "bad.tuning: no \"link\" lines"},
+      {"paddle_tuning_params 1\n", "bad.tuning: no \"link\" or \"bucket\" lines"},
+      {"paddle_tuning_params 1\nbucket 4096\n", "bad.tuning:2: \"bucket\" has 1 values"},
+      {"paddle_tuning_params 1\nbucket 0 4096\n", "bucket FIRST_BYTES is \"0\""},
+      {"paddle_tuning_params 1\nbucket 4096 2147483648\n", "bucket BUCKET_BYTES is"},
+      {"paddle_tuning_params 1\nbucket 1 2\nbucket 1 2\n", "bad.tuning:3: a second"},
       {"paddle_tuning_params 1\nlinks tcp 1 2 3 4\n", "bad.tuning:2: unknown keyword \"links\""},
       {"paddle_tuning_params 1\nlink tcp@x 1 2 3 4\n", "bad.tuning:2: link name \"tcp@x\""},
       {"paddle_tuning_params 1\nlink tcp 1 2 3\n", "(gamma_us_per_byte is missing)"},
