@@ -16,13 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "paddle/collective/algorithms/cuda/ipc_agreement.h"
 #include "paddle/collective/backends/native/cuda_support.h"
 #include "paddle/collective/communicator.h"
+#include "paddle/collective/intranode/cuda/ipc_agreement.h"
 #include "paddle/collective/store/hash_store.h"
 #include "tests/testing/scoped_env.h"
 #if PADDLE_WITH_CUDA
-#include "paddle/collective/algorithms/cuda/cuda_ipc_workspace.h"
+#include "paddle/collective/intranode/cuda/cuda_ipc_workspace.h"
 #endif
 
 namespace paddle {

@@ -209,7 +209,7 @@ absl::Status AgreeOnTuning(Store* store, const std::string& key, int rank, int w
 //   shm   all ranks must be on one host; everything through shared memory
 //   ucx   UCX between all ranks (its own transports: UCX_TLS), plus the node workspace
 // With shared memory, allreduce, broadcast, allgather, reduce-scatter and alltoall among the
-// ranks of one host run on the node workspace (paddle/collective/algorithms/shm_collectives.h), and
+// ranks of one host run on the node workspace (paddle/collective/intranode/shm_collectives.h), and
 // an allreduce over several hosts with equally many ranks each is hierarchical. PADDLE_ALGO=ring,
 // tree or hd forces the flat algorithms over the transport instead.
 absl::StatusOr<std::unique_ptr<Transport>> CreateGroupTransport(const Settings& settings,

@@ -14,7 +14,7 @@
 #include "paddle/collective/algorithms/algorithm_selector.h"
 #include "paddle/collective/backends/native/topology.h"
 #include "paddle/collective/communicator.h"
-#include "paddle/collective/transport/shm/node_workspace.h"
+#include "paddle/collective/intranode/node_workspace.h"
 #include "paddle/collective/transport/transport.h"
 
 namespace paddle {

@@ -3,7 +3,7 @@
 // Two paths, chosen per communicator (Note [CUDA path choice]):
 //   ipc      every rank on one host with a usable GPU: allreduce, broadcast, allgather and
 //            reduce-scatter run on the GPU through CUDA IPC scratch buffers
-//            (paddle/collective/algorithms/cuda/cuda_ipc_collectives.h);
+//            (paddle/collective/intranode/cuda/cuda_ipc_collectives.h);
 //   staging  everything else, and every operation when IPC is not possible: the CUDA tensors are
 //            copied to pinned host buffers, the CPU algorithm runs, the results are copied back.
 // CPU tensors never touch CUDA: a communicator that only sees CPU tensors creates no CUDA

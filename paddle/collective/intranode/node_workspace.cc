@@ -15,7 +15,7 @@
 // rank (docs/performance-notes.md, "Slot size"); with more ranks than cores the futex wake-ups
 // dominate and larger slots win (Note [Sizes when ranks outnumber cores] in
 // communicator_settings.cc).
-#include "paddle/collective/transport/shm/node_workspace.h"
+#include "paddle/collective/intranode/node_workspace.h"
 
 #include <sched.h>
 

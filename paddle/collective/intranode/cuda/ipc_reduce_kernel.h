@@ -8,8 +8,8 @@
 // type agree bit for bit. kAvg is the sum divided by n (in float32 for the half types) with one
 // final rounding. Integer sums and products wrap modulo 2^bits. Floating-point min/max propagate
 // NaN and order -0 below +0, as Note [Reduction semantics] asks of the CPU path.
-#ifndef PADDLE_COLLECTIVE_ALGORITHMS_CUDA_IPC_REDUCE_KERNEL_H_
-#define PADDLE_COLLECTIVE_ALGORITHMS_CUDA_IPC_REDUCE_KERNEL_H_
+#ifndef PADDLE_COLLECTIVE_INTRANODE_CUDA_IPC_REDUCE_KERNEL_H_
+#define PADDLE_COLLECTIVE_INTRANODE_CUDA_IPC_REDUCE_KERNEL_H_
 
 #include <cuda_runtime_api.h>
 
@@ -36,4 +36,4 @@ absl::Status LaunchIpcReduce(void* out, const void* const* inputs, int n, int64_
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_ALGORITHMS_CUDA_IPC_REDUCE_KERNEL_H_
+#endif  // PADDLE_COLLECTIVE_INTRANODE_CUDA_IPC_REDUCE_KERNEL_H_

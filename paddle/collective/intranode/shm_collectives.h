@@ -1,7 +1,7 @@
-// Intra-node collectives over the node workspace (paddle/collective/transport/shm/
-// node_workspace.h): the ranks of one host read each other's shared slots directly instead of
-// passing messages, so a byte is copied once into shared memory and once out, and the
-// reduction reads the peers' data where it lies.
+// Intra-node collectives over the node workspace (paddle/collective/intranode/node_workspace.h):
+// the ranks of one host read each other's shared slots directly instead of passing messages, so a
+// byte is copied once into shared memory and once out, and the reduction reads the peers' data
+// where it lies.
 //
 //   ShmAllreduce      every local rank reduces its 1/n block of each round's data, then all read
 //                     the reduced blocks (small messages: every rank reduces everything)
@@ -17,8 +17,8 @@
 // Every local rank calls the same function with the same arguments (shapes, dtype, op, root),
 // as for any collective. Results are bitwise identical on every rank (each element is reduced by
 // exactly one rank, in a fixed order). Steps and bytes: docs/algorithms.md.
-#ifndef PADDLE_COLLECTIVE_ALGORITHMS_SHM_COLLECTIVES_H_
-#define PADDLE_COLLECTIVE_ALGORITHMS_SHM_COLLECTIVES_H_
+#ifndef PADDLE_COLLECTIVE_INTRANODE_SHM_COLLECTIVES_H_
+#define PADDLE_COLLECTIVE_INTRANODE_SHM_COLLECTIVES_H_
 
 #include <cstdint>
 #include <vector>
@@ -26,8 +26,8 @@
 #include "absl/status/status.h"
 #include "paddle/collective/algorithms/algorithm_context.h"
 #include "paddle/collective/algorithms/algorithm_selector.h"
+#include "paddle/collective/intranode/node_workspace.h"
 #include "paddle/collective/reduction.h"
-#include "paddle/collective/transport/shm/node_workspace.h"
 #include "paddle/core/dtype.h"
 
 namespace paddle {
@@ -79,4 +79,4 @@ absl::Status HierarchicalAllreduce(const AlgorithmContext& ctx, NodeWorkspace& w
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_ALGORITHMS_SHM_COLLECTIVES_H_
+#endif  // PADDLE_COLLECTIVE_INTRANODE_SHM_COLLECTIVES_H_

@@ -1,5 +1,5 @@
 // Settings, veto and votes of the CUDA IPC path; see ipc_agreement.h.
-#include "paddle/collective/algorithms/cuda/ipc_agreement.h"
+#include "paddle/collective/intranode/cuda/ipc_agreement.h"
 
 #include <cstdint>
 #include <optional>

@@ -1,8 +1,8 @@
 // The pure-host part of choosing the CUDA IPC path (Note [CUDA IPC agreement] in
 // cuda_ipc_workspace.h): the settings from the environment, this rank's own veto, and the
 // votes the ranks exchange through the store. No CUDA here, so it builds and is tested anywhere.
-#ifndef PADDLE_COLLECTIVE_ALGORITHMS_CUDA_IPC_AGREEMENT_H_
-#define PADDLE_COLLECTIVE_ALGORITHMS_CUDA_IPC_AGREEMENT_H_
+#ifndef PADDLE_COLLECTIVE_INTRANODE_CUDA_IPC_AGREEMENT_H_
+#define PADDLE_COLLECTIVE_INTRANODE_CUDA_IPC_AGREEMENT_H_
 
 #include <cstddef>
 #include <string>
@@ -49,4 +49,4 @@ std::string FirstNo(const std::vector<ParsedVote>& votes);
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_ALGORITHMS_CUDA_IPC_AGREEMENT_H_
+#endif  // PADDLE_COLLECTIVE_INTRANODE_CUDA_IPC_AGREEMENT_H_

@@ -6,7 +6,7 @@
 // hierarchical allreduce over "hosts" made of separate workspaces joined by the in-process
 // transport; and the failure paths: a peer that never comes, a peer that aborts, a bad
 // PADDLE_SHM_SLOT_BYTES, and no segment left in /dev/shm once the workspace is up.
-#include "paddle/collective/algorithms/shm_collectives.h"
+#include "paddle/collective/intranode/shm_collectives.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -24,8 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "paddle/collective/intranode/node_workspace.h"
 #include "paddle/collective/store/hash_store.h"
-#include "paddle/collective/transport/shm/node_workspace.h"
 #include "tests/collective/algorithms/rank_group.h"
 
 namespace paddle {

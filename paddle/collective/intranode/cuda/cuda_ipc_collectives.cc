@@ -1,5 +1,5 @@
 // The CUDA IPC collectives; the protocol is Note [CUDA IPC phases] in cuda_ipc_collectives.h.
-#include "paddle/collective/algorithms/cuda/cuda_ipc_collectives.h"
+#include "paddle/collective/intranode/cuda/cuda_ipc_collectives.h"
 
 #include <algorithm>
 #include <string>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
-#include "paddle/collective/algorithms/cuda/ipc_reduce_kernel.h"
 #include "paddle/collective/algorithms/dissemination_barrier.h"
+#include "paddle/collective/intranode/cuda/ipc_reduce_kernel.h"
 #include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/status.h"
 

@@ -26,8 +26,8 @@
 // does not forbid the importer being on the exporter's device, so ranks sharing one GPU in
 // different processes can open each other's buffers (opening a handle in the process that
 // exported it is what fails, which is why multi-rank tests of this path use processes).
-#ifndef PADDLE_COLLECTIVE_ALGORITHMS_CUDA_CUDA_IPC_WORKSPACE_H_
-#define PADDLE_COLLECTIVE_ALGORITHMS_CUDA_CUDA_IPC_WORKSPACE_H_
+#ifndef PADDLE_COLLECTIVE_INTRANODE_CUDA_CUDA_IPC_WORKSPACE_H_
+#define PADDLE_COLLECTIVE_INTRANODE_CUDA_CUDA_IPC_WORKSPACE_H_
 
 #include <cuda_runtime_api.h>
 
@@ -100,4 +100,4 @@ class CudaIpcWorkspace {
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_ALGORITHMS_CUDA_CUDA_IPC_WORKSPACE_H_
+#endif  // PADDLE_COLLECTIVE_INTRANODE_CUDA_CUDA_IPC_WORKSPACE_H_

@@ -30,8 +30,8 @@
 // (Note [NCCL streams] in nccl_communicator.h): the first copy waits for it on the device. When a
 // function returns OK the results are in device memory and complete; on error the tensors hold
 // unspecified values and the transport is aborted (through the context).
-#ifndef PADDLE_COLLECTIVE_ALGORITHMS_CUDA_CUDA_IPC_COLLECTIVES_H_
-#define PADDLE_COLLECTIVE_ALGORITHMS_CUDA_CUDA_IPC_COLLECTIVES_H_
+#ifndef PADDLE_COLLECTIVE_INTRANODE_CUDA_CUDA_IPC_COLLECTIVES_H_
+#define PADDLE_COLLECTIVE_INTRANODE_CUDA_CUDA_IPC_COLLECTIVES_H_
 
 #include <cuda_runtime_api.h>
 
@@ -39,7 +39,7 @@
 
 #include "absl/status/status.h"
 #include "paddle/collective/algorithms/algorithm_context.h"
-#include "paddle/collective/algorithms/cuda/cuda_ipc_workspace.h"
+#include "paddle/collective/intranode/cuda/cuda_ipc_workspace.h"
 #include "paddle/collective/reduction.h"
 #include "paddle/core/dtype.h"
 
@@ -62,4 +62,4 @@ absl::Status CudaIpcReduceScatter(const AlgorithmContext& ctx, CudaIpcWorkspace&
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_ALGORITHMS_CUDA_CUDA_IPC_COLLECTIVES_H_
+#endif  // PADDLE_COLLECTIVE_INTRANODE_CUDA_CUDA_IPC_COLLECTIVES_H_

@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "paddle/collective/algorithms/cuda/ipc_reduce_kernel.h"
+#include "paddle/collective/intranode/cuda/ipc_reduce_kernel.h"
 #include "paddle/core/cuda/cuda_status.h"
 
 namespace paddle {

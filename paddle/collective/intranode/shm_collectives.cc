@@ -30,7 +30,7 @@
 // to a separate output, copies its own block in as well and reduces in the slot. Small messages
 // take one synchronisation: every rank copies its whole message into its slot, then reduces all
 // slots in rank order into its buffer.
-#include "paddle/collective/algorithms/shm_collectives.h"
+#include "paddle/collective/intranode/shm_collectives.h"
 
 #include <algorithm>
 #include <condition_variable>

@@ -3,7 +3,7 @@
 //
 // Every local rank owns two slots (double buffering) that it alone writes and that every local
 // rank may read, plus a progress counter (ShmSignal) that it alone advances. An intra-node
-// collective (paddle/collective/algorithms/shm_collectives.h) is a sequence of rounds; in each
+// collective (paddle/collective/intranode/shm_collectives.h) is a sequence of rounds; in each
 // round a rank copies its share into its slot, posts progress, waits for its peers' progress and
 // reads their slots. Progress values are derived from a round counter that every rank advances
 // identically, so a rank always knows which value its peers must have posted (Note [Workspace
@@ -15,8 +15,8 @@
 // cleanup] in shm_segment.cc). Failure: a wait ends with an error naming the local peer (its
 // global rank and pid) when that peer died, when it aborted (its cause is copied into the
 // segment, so the survivors can quote it), when this rank was aborted, or at the deadline.
-#ifndef PADDLE_COLLECTIVE_TRANSPORT_SHM_NODE_WORKSPACE_H_
-#define PADDLE_COLLECTIVE_TRANSPORT_SHM_NODE_WORKSPACE_H_
+#ifndef PADDLE_COLLECTIVE_INTRANODE_NODE_WORKSPACE_H_
+#define PADDLE_COLLECTIVE_INTRANODE_NODE_WORKSPACE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -118,4 +118,4 @@ class NodeWorkspace {
 
 }  // namespace paddle
 
-#endif  // PADDLE_COLLECTIVE_TRANSPORT_SHM_NODE_WORKSPACE_H_
+#endif  // PADDLE_COLLECTIVE_INTRANODE_NODE_WORKSPACE_H_

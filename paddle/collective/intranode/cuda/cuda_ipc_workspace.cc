@@ -1,5 +1,5 @@
 // CudaIpcWorkspace: creation by the agreement of Note [CUDA IPC agreement], and teardown.
-#include "paddle/collective/algorithms/cuda/cuda_ipc_workspace.h"
+#include "paddle/collective/intranode/cuda/cuda_ipc_workspace.h"
 
 #include <cstring>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "paddle/collective/algorithms/cuda/ipc_agreement.h"
+#include "paddle/collective/intranode/cuda/ipc_agreement.h"
 #include "paddle/collective/store/store.h"
 #include "paddle/core/cuda/cuda_status.h"
 #include "paddle/core/logging.h"
