@@ -262,6 +262,39 @@ TEST(TcpTransportTest, ReceivePostedWhileLargeMessageArrives) {
   });
 }
 
+// Note [No read-ahead for waiters]: a driver stops reading once the receive it waits for is
+// complete, so the message behind it (here, part of the same read when small) stays in the staging
+// buffer or the kernel until its receive is posted. Nobody waits for that receive: the loop must
+// still deliver it once it takes the parked socket back.
+TEST(TcpTransportTest, MessageBehindTheWaitedOneArrivesWithoutAWait) {
+  for (size_t second_bytes : {size_t{8}, size_t{100} << 10}) {
+    RunRanks(2, [&](RankContext& ctx) {
+      Channel& ch = ctx.t().channel(1 - ctx.rank);
+      // A first exchange that is waited for parks the sockets (Note [Waiter drives]).
+      char ping = 0;
+      if (ctx.rank == 0) {
+        ASSERT_OK(WaitLong(*ch.Send(&ping, 1, 9)));
+        ASSERT_OK(WaitLong(*ch.Send(Payload(0, 1, 8).data(), 8, 1)));
+        ASSERT_OK(WaitLong(*ch.Send(Payload(0, 2, second_bytes).data(), second_bytes, 2)));
+        ctx.barrier->Wait();
+        return;
+      }
+      ASSERT_OK(WaitLong(*ch.Recv(&ping, 1, 9)));
+      std::vector<char> first(8);
+      ASSERT_OK(WaitLong(*ch.Recv(first.data(), 8, 1)));
+      EXPECT_EQ(Mismatch(first, 0, 1), "");
+      ctx.barrier->Wait();
+      std::vector<char> second(second_bytes);
+      auto request = ch.Recv(second.data(), second_bytes, 2);
+      const Deadline deadline = Deadline::After(kLong);
+      while (!request->IsCompleted() && !deadline.Expired()) absl::SleepFor(absl::Milliseconds(1));
+      ASSERT_TRUE(request->IsCompleted()) << second_bytes << " bytes";
+      ASSERT_OK(WaitLong(*request));
+      EXPECT_EQ(Mismatch(second, 0, 2), "");
+    });
+  }
+}
+
 TEST(TcpTransportTest, UnexpectedLargeMessagesReuseBuffers) {
   ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
 }

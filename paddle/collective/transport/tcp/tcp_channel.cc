@@ -182,6 +182,12 @@ void TcpChannel::Unpark() {
                EPOLLIN | EPOLLRDHUP | EPOLLET | (output_watched_ ? EPOLLOUT : 0u));
 }
 
+void TcpChannel::ReadHeld() {
+  // Note [No read-ahead for waiters]: a message whose bytes all came with the last read may sit
+  // in the staging buffer with none left in the kernel to raise an input edge.
+  if (staged_held_.exchange(false)) (void)OnEvents(0);
+}
+
 absl::Status TcpChannel::WriteQueued(OpList* done) {
   while (!send_queue_.empty()) {
     iovec iov[kMaxSendVectors];
@@ -319,7 +325,23 @@ void TcpChannel::ReadMissed(TcpReaderHook& hook) {
   }
 }
 
-bool TcpChannel::ReadAvailable(absl::Status* error) {
+// Note [No read-ahead for waiters]
+// A thread driving the transport for its own op (Note [Waiter drives] in tcp_progress.h) stops
+// reading a socket once that op is complete and nothing posted is due on it, and leaves a message
+// no Recv is posted for in the kernel (or, if its header came with the last read, in the staging
+// buffer). A message for a receive already posted (the data behind the agreement stamp just
+// waited for, the next piece of a pipeline) is still read on, straight into its buffer. Reading on
+// would buffer the peer's next messages as unexpected ones: a fresh buffer each (page faults on new
+// memory), a second copy when their Recv comes, and no back-pressure on a sender that runs ahead
+// of its receiver by as much as the socket buffers hold. A 2-rank broadcast loop over TCP, whose
+// root runs megabytes ahead, spent its time exactly there: 128 KiB took 0.5-0.8 ms a call
+// against MPICH's 0.09 (docs/performance-notes.md, "No read-ahead for waiters"). Left in the
+// kernel, the message is read by the next Wait straight into the buffer its Recv posted. Nothing
+// is starved: while the waited op is pending, the driver reads everything as before (so two
+// ranks that both wait on a send before posting their receives still drain each other), and
+// the loop, when it takes the parked socket back, reads all that is there, the staging buffer
+// included (ReadHeld: a small message held there whole raises no input edge).
+bool TcpChannel::ReadAvailable(absl::Status* error, const TcpOp* waited) {
   size_t budget = kReadBudgetBytes;
   OpList done;
   while (true) {
@@ -328,12 +350,16 @@ bool TcpChannel::ReadAvailable(absl::Status* error) {
     std::shared_ptr<Unexpected> prefix;  // what arrived of a message a Recv claimed
     std::shared_ptr<TcpOp> claimant;
     size_t prefix_bytes = 0;
+    bool stop = false;  // Note [No read-ahead for waiters], once `waited` is complete
     {
       std::lock_guard<std::mutex> lock(recv_mu_);
       if (recv_closed_ || goodbye_posted_) return false;
       prefix = SwitchToClaimant(&prefix_bytes);
       if (prefix != nullptr) claimant = in_.op;
-      *error = ConsumeStaged(&done);
+      bool held = false;
+      *error = ConsumeStaged(&done, waited, &held);
+      // Reading on is worth it only while what comes next may be for a posted receive.
+      stop = waited != nullptr && (held || (in_.op == nullptr && posted_.empty()));
       if (error->ok() && goodbye_) {
         goodbye_posted_ = true;
         close_cause_ = PeerClosedGracefully();
@@ -355,6 +381,13 @@ bool TcpChannel::ReadAvailable(absl::Status* error) {
         cause = close_cause_;
       }
       loop_->Post([this, cause] { Fail(cause, /*graceful=*/true); });
+      return false;
+    }
+    if (stop && waited->IsCompleted()) {
+      // Note [No read-ahead for waiters]. Not at EAGAIN, so the low-water mark set for a payload
+      // that is now complete must be lowered here, or the next poll would miss a small message.
+      SetLowWater();
+      staged_held_.store(staged_end_ > 0);
       return false;
     }
     if (budget == 0) return true;
@@ -420,7 +453,14 @@ std::shared_ptr<TcpChannel::Unexpected> TcpChannel::SwitchToClaimant(size_t* arr
   return buffer;
 }
 
-absl::Status TcpChannel::ConsumeStaged(OpList* done) {
+absl::Status TcpChannel::ConsumeStaged(OpList* done, const TcpOp* waited, bool* held) {
+  // Note [No read-ahead for waiters]: whether the driver's op is complete (or about to be).
+  auto waited_done = [&] {
+    if (waited == nullptr) return false;
+    if (waited->IsCompleted()) return true;
+    return std::any_of(done->begin(), done->end(),
+                       [waited](const std::shared_ptr<TcpOp>& op) { return op.get() == waited; });
+  };
   while (true) {
     // A payload read straight into its destination may have just completed.
     if (in_.active && in_.received == in_.bytes) RETURN_IF_ERROR(FinishMessage(done));
@@ -435,6 +475,13 @@ absl::Status TcpChannel::ConsumeStaged(OpList* done) {
             .Rank(link_->rank, link_->world_size)
             .Peer(link_->peer, link_->peer_address)
             .Wrap(bad);
+      }
+      if (header.flags == 0 && waited_done() &&
+          std::none_of(posted_.begin(), posted_.end(), [&header](const std::shared_ptr<TcpOp>& op) {
+            return op->tag == header.tag;
+          })) {
+        *held = true;  // left staged for its Recv (Note [No read-ahead for waiters])
+        break;
       }
       staged_begin_ += kHeaderBytes;
       RETURN_IF_ERROR(StartMessage(header, done));

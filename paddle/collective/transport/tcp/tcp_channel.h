@@ -21,7 +21,9 @@
 //   The header names the tag; the oldest posted Recv with that tag is matched and the payload is
 //   read straight into the caller's buffer (readv with the staging buffer as a second vector, to
 //   catch the next header in the same call). With no Recv posted, the payload goes into a new
-//   buffer on the unexpected list, from which a later Recv copies it. A Recv posted while such a
+//   buffer on the unexpected list, from which a later Recv copies it (unless the reader is a
+//   waiter whose own op is complete: it leaves the message where it is, Note [No read-ahead for
+//   waiters] in tcp_channel.cc). A Recv posted while such a
 //   message is still arriving claims it: the loop copies the part already there and reads the
 //   rest straight into the caller's buffer.
 //  Matching state (posted receives, unexpected messages) is shared with the calling threads under
@@ -182,18 +184,24 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   void WatchOutput();
   void Park();
   void Unpark();
+  // On the loop thread, after Unpark: reads what a driver left in the staging buffer (Note [No
+  // read-ahead for waiters] in tcp_channel.cc), as no input edge may come for it.
+  void ReadHeld();
   // The reader (Note [Waiter drives]): reads until EAGAIN or the per-turn budget; returns true if
-  // the budget ran out.
-  bool ReadAvailable(absl::Status* error);
+  // the budget ran out. A driver passes the op it waits for (`waited`): once that is complete it
+  // reads on only into posted receives (Note [No read-ahead for waiters] in tcp_channel.cc).
+  bool ReadAvailable(absl::Status* error, const TcpOp* waited = nullptr);
   // The reader, after a read met EAGAIN: sets SO_RCVLOWAT for what is due next.
   void SetLowWater();
   // After the reader role was released: while an input edge was missed meanwhile, takes the role
   // again if free and reads. Not on the loop thread.
   static void ReadMissed(TcpReaderHook& hook);
-  // Loop thread, under recv_mu_: parses what the staging buffer holds, moving payloads to their
-  // destination; `done` gets the receives completed.
-  absl::Status ConsumeStaged(std::vector<std::shared_ptr<TcpOp>>* done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
+  // The reader, under recv_mu_: parses what the staging buffer holds, moving payloads to their
+  // destination; `done` gets the receives completed. Once `waited` (if any) is complete, a data
+  // message no Recv is posted for stays staged, header and all, and `*held` is set (Note [No
+  // read-ahead for waiters]).
+  absl::Status ConsumeStaged(std::vector<std::shared_ptr<TcpOp>>* done, const TcpOp* waited,
+                             bool* held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   absl::Status StartMessage(const tcp_wire::MessageHeader& header,
                             std::vector<std::shared_ptr<TcpOp>>* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
@@ -237,6 +245,9 @@ class TcpChannel final : public Channel, public TcpLoop::Handler {
   bool send_closed_ ABSL_GUARDED_BY(send_mu_) = false;
   std::atomic<bool> send_pending_{false};  // the send queue is not empty (set under send_mu_)
   std::atomic<bool> write_missed_{false};  // someone found send_mu_ taken and wanted to write
+  // A driver stopped reading with bytes left in the staging buffer (Note [No read-ahead for
+  // waiters] in tcp_channel.cc).
+  std::atomic<bool> staged_held_{false};
 
   // Note [Waiter drives]: the loop's watch on the socket, changed under watch_mu_ only.
   std::mutex watch_mu_;

@@ -86,7 +86,7 @@ bool TcpProgress::Drive(const TcpOp& op, const Deadline& deadline) {
       if (!serve[i] || failing) continue;
       serve[i] = 0;
       channel.reader_->missed.store(false);  // whatever the loop skipped, this read covers
-      if (channel.ReadAvailable(&error)) serve[i] = more = true;
+      if (channel.ReadAvailable(&error, &op)) serve[i] = more = true;
       if (error.ok() && channel.send_pending_.load()) {
         error = channel.TryWrite();
         // Note [Read before blaming] in tcp_channel_close.cc (this thread holds the reader role).
@@ -156,6 +156,7 @@ void TcpProgress::MaybeUnpark() {
   }
   for (TcpChannel* channel : channels_) channel->Unpark();
   parked_ = false;
+  for (TcpChannel* channel : channels_) channel->ReadHeld();
 }
 
 }  // namespace paddle
