@@ -10,12 +10,14 @@
 //   StartGeneration after adopting the generation's commit; TakeStep for each step's samples;
 //   Exchange right before ElasticState::Commit and AfterCommit right after it; EndEpoch (rank 0
 //   only) when a step found no sample anywhere.
-// One training thread owns the object.
+// One training thread owns the object; the task master's Ask (prefetch) and Finish (after a
+// commit) run on a thread of its own beside it (Note [Master calls] in fashion_mnist_tasks.cc).
 #ifndef EXAMPLES_FASHION_MNIST_TASKS_H_
 #define EXAMPLES_FASHION_MNIST_TASKS_H_
 
 #include <cstdint>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -102,7 +104,7 @@ class TaskData {
   absl::Status RestoreDone(int64_t epoch, std::vector<int64_t> done, bool restore_master);
 
   // See TaskMaster::EndEpoch: only when no rank holds a task (a step found no sample anywhere).
-  absl::StatusOr<bool> EndEpoch(int64_t epoch) { return master_->EndEpoch(epoch); }
+  absl::StatusOr<bool> EndEpoch(int64_t epoch);
 
  private:
   struct Held {
@@ -116,15 +118,16 @@ class TaskData {
     std::vector<int64_t> ids;
   };
   TaskData(data::ShardSet set, std::unique_ptr<data::TaskMaster> master, TaskDataOptions options,
-           data::TaskFeedLayout layout)
-      : set_(std::move(set)),
-        master_(std::move(master)),
-        options_(std::move(options)),
-        layout_(layout) {}
+           data::TaskFeedLayout layout);
   // Starts the feed of held_[i] if it has none.
   absl::Status StartFeed(size_t i);
-  // Note [Task prefetch]: asks for one more task once the held ones run low.
+  // Note [Task prefetch]: asks for one more task once the held ones run low, on another thread.
   absl::Status Prefetch(int64_t epoch, int64_t n);
+  // Holds the task of the prefetch Ask in flight, if any, and starts its feed; waits for the
+  // answer if `wait`, else only takes one that is in.
+  absl::Status TakeAsked(bool wait);
+  // Waits for the last commit's Finish (Note [Master calls]) and returns its error.
+  absl::Status SettleFinish();
   std::string Worker() const;
 
   const data::ShardSet set_;
@@ -142,6 +145,13 @@ class TaskData {
   int64_t full_steps_ = 0;          // Note [Step count]
   std::vector<int64_t> done_;       // see done()
   std::vector<int64_t> finishing_;  // every rank's used-up tasks of the last Exchange
+  // Note [Master calls]: the store round trips that run beside the training thread.
+  std::future<absl::StatusOr<data::TaskAnswer>> asking_;  // a prefetch Ask
+  int64_t asking_epoch_ = -1;
+  std::future<absl::Status> finish_call_;  // the used-up tasks of the last commit
+  bool tail_ = false;  // the last TakeStep found no sample on any rank: the next Finish waits
+  class MasterThread;
+  std::unique_ptr<MasterThread> master_thread_;  // runs them; last, so it stops first
 };
 
 }  // namespace paddle::examples
