@@ -70,6 +70,13 @@ int IterationsFor(int iters, int64_t bytes);
 // a scheduler stall, and the spread comes from the rounds.
 constexpr int kMinBudgetIters = 2;
 
+// Note [Checked first run]: the first operation of each size runs on the freshly made inputs, is
+// checked (CountWrong), and counts as the first warm-up; the remaining warm-ups, a barrier and the
+// timed operations follow. A separate checked operation after the timed ones (on inputs made
+// again) cost one more operation per size, a quarter of the operations at 64 and 256 MiB where
+// the budget leaves two timed ones and one warm-up, and those sizes are most of a full sweep's
+// time. Every implementation (ours, the MPI and PyTorch peers) does the same.
+//
 // The next size of a sweep after `bytes` (Note [Sweep budget]).
 int64_t NextSweepBytes(int64_t bytes, int64_t coarse_from);
 

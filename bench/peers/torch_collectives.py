@@ -6,9 +6,10 @@ set (rendezvous env://). It runs the same sweep as our own workers
 (bench/collectives/sweep_worker.h): the same sizes, the same inputs (word i of Philox(seed, rank),
 as paddle/core/philox.cc computes it, mapped to (w % 17) - 8; past 2^22 elements only every 16th
 chunk of 4096, the rest 0: Note [Sparse large inputs] in bench/collectives/bench_inputs.h),
-warmup, a barrier, `iters` blocking calls (all_reduce, all_gather into views of one output
-tensor, broadcast from rank 0 or all_to_all_single) timed one by one, then one more on fresh
-inputs with every element checked.
+one call on those inputs with every element checked that is also the first warm-up (Note
+[Checked first run] there), the other warm-ups, a barrier, and `iters` blocking calls
+(all_reduce, all_gather into views of one output tensor, broadcast from rank 0 or
+all_to_all_single) timed one by one.
 Each rank prints "ROW rank=R bytes=B count=C time_us=T p50_us=... wrong=W" per size
 (bench/collectives/report.h). PyTorch 1.13's gloo backend has no reduce_scatter: asked for it,
 the script says so and exits 3.
@@ -233,8 +234,7 @@ def main():
         block = count // size
         mine = torch.from_numpy(
             inputs.get(rank, 0, block if args.op == "allgather" else count)).to(dtype)
-        in_place = args.op in ("allreduce", "broadcast")
-        data = mine.clone() if in_place else mine  # out of place: the input stays as made
+        data = mine  # a tensor of its own: .to(dtype) copied it out of the kept prefix
         out = data if args.op in ("allreduce", "broadcast") else torch.empty(count, dtype=dtype)
         pieces = list(out.split(block)) if args.op == "allgather" else None
 
@@ -249,7 +249,11 @@ def main():
                 dist.all_to_all_single(out, data)
 
         iters = budgeted_iterations(args.iters, count * element, args.budget_bytes, False)
-        for _ in range(budgeted_iterations(args.warmup, count * element, args.budget_bytes, True)):
+        warmup = budgeted_iterations(args.warmup, count * element, args.budget_bytes, True)
+        # Note [Checked first run] in bench/collectives/bench_inputs.h: checked, and a warm-up.
+        once()
+        wrong = count_wrong(out, expected(args.op, inputs, rank, size, count))
+        for _ in range(warmup - 1):
             once()
         dist.barrier()
         iteration_us = []
@@ -261,11 +265,6 @@ def main():
             last = now
         seconds = last - start
         iteration_us.sort()
-        if in_place:
-            data.copy_(mine)
-        once()
-        want = expected(args.op, inputs, rank, size, count)
-        wrong = count_wrong(out, want)
         print(f"ROW rank={rank} bytes={count * element} count={count} "
               f"time_us={seconds * 1e6 / iters:.3f} "
               f"p50_us={iteration_us[len(iteration_us) // 2]:.3f} "

@@ -7,7 +7,8 @@ exactly this list, so `--plan` and a real run cannot disagree on what is run.
 
 Note [Step estimates]: `--plan=OLD/results.json` prints each step's expected seconds without
 running anything. A collectives step costs, per implementation, the sum over its sizes of
-(warmups + iterations + 1 check) x the time of one operation recorded in OLD (interpolated
+(warmups + iterations, plus 1 check for runs recorded before Note [Checked first run] in
+bench/collectives/bench_inputs.h) x the time of one operation recorded in OLD (interpolated
 log-log between recorded sizes, scaled by size past the largest, taken from the same op at
 another world size or from allreduce through the bus bandwidth when OLD lacks the figure), plus
 a start-up cost. Training costs samples / recorded samples/s plus start-up; time to accuracy the
@@ -42,6 +43,7 @@ def steps(p, mpich, parts):
     out = []
     sweep = {k: p[k] for k in ("min_bytes", "max_bytes", "iters", "warmup", "coarse_from",
                                "budget_bytes")}
+    sweep["checked_first"] = True  # Note [Checked first run]: the check is the first warm-up
     sweep["min_iters"] = p.get("min_iters", runners.MIN_BUDGET_ITERS)  # what the steps run with
     if "collectives" in parts:
         for rnd in range(p["rounds"]):
@@ -137,8 +139,12 @@ class Estimator:
             budget = step.get("budget_bytes", 0)
             # Steps recorded before kMinBudgetIters was 2 ran with 5.
             floor = step.get("min_iters", 5)
-            ops = (runners.iterations_for(step["iters"], nbytes, budget, floor=floor) +
-                   runners.iterations_for(step["warmup"], nbytes, budget, warmup=True) + 1)
+            warmups = runners.iterations_for(step["warmup"], nbytes, budget, warmup=True)
+            if step.get("checked_first"):
+                warmups = max(warmups, 1)
+            else:
+                warmups += 1  # recorded before the check was the first warm-up
+            ops = runners.iterations_for(step["iters"], nbytes, budget, floor=floor) + warmups
             total += ops * self.op_us(step["op"], step["nproc"], impl, nbytes) / 1e6
         return total
 
