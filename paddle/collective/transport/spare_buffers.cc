@@ -23,10 +23,9 @@ namespace paddle {
 // once the piece is in its socket, so back-to-back broadcasts (DDP's parameter broadcast at
 // start, the benchmark's loop) put dozens of same-size messages in flight before their receives
 // are posted, and the TCP transport reads them as they come. With four spares, every message past
-// the fourth took a fresh buffer and freed it after the copy out: at 512 KiB-1 MiB a 2-rank TCP
-// broadcast ran 3-7x slower than with the buffers reused (a profile led by page faults in the
-// socket copy and TLB flushes from munmap; docs/performance-notes.md, "Spare buffers"). The
-// byte limit, not the count, bounds the memory kept.
+// the fourth took a fresh buffer and freed it after the copy out, paying page faults in the
+// socket copy and TLB flushes from munmap (figures: docs/performance-notes.md, "Spare buffers").
+// The byte limit, not the count, bounds the memory kept.
 
 SpareBuffers::Buffer SpareBuffers::Take(size_t bytes) {
   if (bytes >= kMinBytes) {

@@ -97,10 +97,8 @@ absl::Status CopyStatus(const absl::Status& status) {
 // Note [Prefaulted rings]
 // A ring's pages are mapped on first touch, in each process that maps the segment: the first
 // pass of messages through a 1 MiB ring takes a page fault (and its TLB flushes) every 4 KiB, on
-// both sides. On the 2-core development VM a 2-rank pairwise alltoall of 4 KiB took a median of
-// 95-135 us over its first few hundred calls against ~19 us later (25-30 us with the rings
-// prefaulted), so the first size of every benchmark sweep on the transport (alltoall at 4 KiB in
-// docs/bench-report) looked 30x slower than its neighbours. So each rank populates the page
+// both sides, which made the first calls on a new transport several times slower than the
+// later ones (docs/performance-notes.md, "Prefaulted rings"). So each rank populates the page
 // tables of the rings it uses (its inbound rings in its own segment, its outbound ring in each
 // peer's) once, when it connects. MADV_POPULATE_WRITE (Linux 5.14) maps the pages without writing
 // them, so a peer that already sends is not disturbed; an older kernel rejects it and the pages
