@@ -335,8 +335,8 @@ void TcpChannel::ReadMissed(TcpReaderHook& hook) {
 // memory), a second copy when their Recv comes, and no back-pressure on a sender that runs ahead
 // of its receiver by as much as the socket buffers hold. A 2-rank broadcast loop over TCP, whose
 // root runs megabytes ahead, spent its time exactly there (figures: docs/performance-notes.md,
-// "No read-ahead for waiters"). Left in the
-// kernel, the message is read by the next Wait straight into the buffer its Recv posted. Nothing
+// "No read-ahead for waiters"). Left in the kernel, the message is read by the next Wait
+// straight into the buffer its Recv posted. Nothing
 // is starved: while the waited op is pending, the driver reads everything as before (so two
 // ranks that both wait on a send before posting their receives still drain each other), and
 // the loop, when it takes the parked socket back, reads all that is there, the staging buffer
