@@ -413,9 +413,13 @@ class PlanTest(unittest.TestCase):
                          {"ours/auto", "ours/tcp", "torch/tcp", "openmpi/tcp",
                           "openmpi/default-shm", "mpich/tcp", "mpich/default-shm"})
         self.assertEqual((p["min_bytes"], p["max_bytes"]), (4096, 256 << 20))
-        # 256 MiB in the first two rounds, 16 MiB from the third on.
+        # 256 MiB in the first round, 64 MiB in the second, 16 MiB from the third on; the
+        # report's tables say so.
         self.assertEqual({s["round"]: s["max_bytes"] for s in coll},
-                         {0: 256 << 20, 1: 256 << 20, 2: 16 << 20})
+                         {0: 256 << 20, 1: 64 << 20, 2: 16 << 20})
+        self.assertEqual(report.rounds_by_size_text({"plan": p}),
+                         " Above 16 MiB: 2 rounds; above 64 MiB: 1 round (no range).")
+        self.assertEqual(report.rounds_by_size_text({"plan": dict(p, max_bytes=16 << 20)}), "")
         self.assertEqual({s["workers"] for s in steps if s["kind"] == "training"}, {1, 2, 4})
         self.assertEqual(len(plan.steps(p, False, {"collectives"})), 60)
 

@@ -51,8 +51,9 @@ def steps(p, mpich, parts):
                 for op in p["ops"]:
                     base = dict(sweep, round=rnd, nproc=nproc, op=op,
                                 figure=f"{op} n={nproc}")
-                    if rnd >= 2 and p.get("late_round_max_bytes"):
-                        base["max_bytes"] = min(p["max_bytes"], p["late_round_max_bytes"])
+                    caps = p.get("round_max_bytes")
+                    if caps:
+                        base["max_bytes"] = min(p["max_bytes"], caps[min(rnd, len(caps) - 1)])
                     out.append(dict(base, kind="collectives", peers=True, transport="auto",
                                     impls=collective_impls(op, True, "auto"),
                                     what=f"{op}: ours (auto) + PyTorch + OpenMPI"))

@@ -142,7 +142,8 @@ def collective_blocks(doc, figure, cs, images):
         bw_rows.append(bw)
         lat_rows.append(lat)
     blocks = [("h3", figure),
-              ("p", "Bus bandwidth, GB/s: median (min-max) of the rounds (nccl-tests' busbw)."),
+              ("p", "Bus bandwidth, GB/s: median (min-max) of the rounds (nccl-tests' busbw)."
+               + rounds_by_size_text(doc)),
               ("table", ["size"] + impls, bw_rows)]
     for peer, label in (("MPICH", "mpich"),):
         if peer in doc.get("missing_peers", {}):
@@ -180,6 +181,27 @@ def plan_iters(doc, nbytes):
     plan = doc["plan"]
     return runners.iterations_for(plan["iters"], nbytes, plan.get("budget_bytes", 0),
                                   floor=plan.get("min_iters", 5))
+
+
+def rounds_by_size_text(doc):
+    """" Above 16 MiB: 2 rounds; above 64 MiB: 1 round (no range)." from the plan's per-round
+    size caps (main.plan "round_max_bytes"), or "" when every size ran in every round."""
+    p = doc["plan"]
+    caps = p.get("round_max_bytes")
+    if not caps and p.get("late_round_max_bytes"):  # reports before 2026-12-03: round 3 capped
+        caps = [p["max_bytes"], p["max_bytes"], p["late_round_max_bytes"]]
+    if not caps:
+        return ""
+    caps = [min(p["max_bytes"], caps[min(r, len(caps) - 1)]) for r in range(p["rounds"])]
+    parts = []
+    for limit in sorted(set(caps)):
+        if limit >= p["max_bytes"]:
+            continue
+        n = sum(1 for c in caps if c > limit)
+        parts.append(f"above {fmt_bytes(limit)}: {n} round{'s' if n != 1 else ''}"
+                     + (" (no range)" if n == 1 else ""))
+    text = "; ".join(parts)
+    return f" {text[:1].upper()}{text[1:]}." if parts else ""
 
 
 def failed_rounds(doc, figure):
