@@ -139,7 +139,7 @@ namespace internal {
 
 std::atomic<uint64_t> g_log_config{kLogConfigUnset};
 
-uint64_t LoadLogConfigFromEnvironment() {
+uint64_t LoadLogConfigFromEnv() {
   LogConfig config;
   // The settings table checks the level; ParseLogConfig the subsystems.
   absl::StatusOr<std::optional<std::string>> level = ChoiceSetting("PADDLE_LOG_LEVEL");
@@ -165,7 +165,7 @@ uint64_t LoadLogConfigFromEnvironment() {
 
 LogConfig ActiveLogConfig() {
   uint64_t packed = internal::g_log_config.load(std::memory_order_relaxed);
-  if (packed == internal::kLogConfigUnset) packed = internal::LoadLogConfigFromEnvironment();
+  if (packed == internal::kLogConfigUnset) packed = internal::LoadLogConfigFromEnv();
   return Unpack(packed);
 }
 

@@ -55,12 +55,12 @@ namespace internal {
 // whether a statement is enabled is one relaxed load; kLogConfigUnset until first use.
 constexpr uint64_t kLogConfigUnset = ~uint64_t{0};
 extern std::atomic<uint64_t> g_log_config;
-uint64_t LoadLogConfigFromEnvironment();
+uint64_t LoadLogConfigFromEnv();
 }  // namespace internal
 
 inline bool LogEnabled(LogLevel level, uint32_t subsys) {
   uint64_t packed = internal::g_log_config.load(std::memory_order_relaxed);
-  if (packed == internal::kLogConfigUnset) packed = internal::LoadLogConfigFromEnvironment();
+  if (packed == internal::kLogConfigUnset) packed = internal::LoadLogConfigFromEnv();
   return static_cast<uint64_t>(level) <= (packed >> 32) &&
          (static_cast<uint32_t>(packed) & subsys) != 0;
 }

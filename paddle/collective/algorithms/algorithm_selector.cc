@@ -136,7 +136,7 @@ absl::StatusOr<AllreduceTable> ParseAllreduceTable(absl::string_view name) {
                                                  "\"; expected core_per_rank or shared_cores"));
 }
 
-absl::StatusOr<AlgorithmSelector> AlgorithmSelector::FromEnvironment() {
+absl::StatusOr<AlgorithmSelector> AlgorithmSelector::FromEnv() {
   // The settings table checks the name against ring, tree and hd.
   ASSIGN_OR_RETURN(std::optional<std::string> value, ChoiceSetting(kAlgorithmEnvVar));
   if (!value.has_value()) return AlgorithmSelector();

@@ -3,12 +3,12 @@
 // allreduce, by a fitted cost model (PADDLE_TUNING_PARAMS, Note [Tuned allreduce]), or forced for
 // the whole job with PADDLE_ALGO=ring|tree|hd.
 //
-// The Communicator builds one selector when it starts (`AlgorithmSelector::FromEnvironment()`, so
+// The Communicator builds one selector when it starts (`AlgorithmSelector::FromEnv()`, so
 // a bad PADDLE_ALGO fails at start-up rather than at the first collective), replaces it by one
 // following the allreduce table its rank 0 chose unless an algorithm is forced (AgreeOnTuning in
 // backends/native/communicator_settings.h), and runs its allreduces and broadcasts through it:
 //
-//   ASSIGN_OR_RETURN(AlgorithmSelector selector, AlgorithmSelector::FromEnvironment());
+//   ASSIGN_OR_RETURN(AlgorithmSelector selector, AlgorithmSelector::FromEnv());
 //   ...
 //   RETURN_IF_ERROR(selector.Allreduce(ctx, data, count, dtype, ReduceOp::kAvg));
 //
@@ -87,7 +87,7 @@ class AlgorithmSelector {
 
   // PADDLE_ALGO unset or empty: the table; "ring", "tree" or "hd": forced; anything else:
   // kInvalidArgument naming the variable, its value and the accepted values.
-  static absl::StatusOr<AlgorithmSelector> FromEnvironment();
+  static absl::StatusOr<AlgorithmSelector> FromEnv();
 
   absl::optional<Algorithm> forced() const { return forced_; }
   AllreduceTable table() const { return table_; }

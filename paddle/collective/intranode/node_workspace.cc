@@ -85,7 +85,7 @@ size_t SegmentBytes(int local_size, size_t slot_bytes) {
 
 }  // namespace
 
-absl::StatusOr<size_t> SlotBytesFromEnvironment() {
+absl::StatusOr<size_t> SlotBytesFromEnv() {
   ASSIGN_OR_RETURN(std::optional<int64_t> bytes, IntSetting(kSlotBytesEnvVar));
   return static_cast<size_t>(bytes.value_or(0));
 }

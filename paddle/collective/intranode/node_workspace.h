@@ -49,7 +49,7 @@ inline constexpr char kSlotBytesEnvVar[] = "PADDLE_SHM_SLOT_BYTES";
 inline constexpr size_t kRoundStampBytes = 64;
 // PADDLE_SHM_SLOT_BYTES, or 0 when it is unset (the communicator then chooses: Note [Sizes when
 // ranks outnumber cores] in communicator_settings.cc); kInvalidArgument naming the variable.
-absl::StatusOr<size_t> SlotBytesFromEnvironment();
+absl::StatusOr<size_t> SlotBytesFromEnv();
 
 struct NodeWorkspaceOptions {
   int local_rank = -1;

@@ -135,7 +135,7 @@ absl::StatusOr<int> IntFromEnv(const char* name, absl::string_view url) {
 
 // Fills out->rank and out->world_size (those not given in the query) from the first pair of
 // kRankVariables whose rank variable is set.
-absl::Status RankFromEnvironment(absl::string_view url, RendezvousUrl* out) {
+absl::Status RankFromEnv(absl::string_view url, RendezvousUrl* out) {
   for (const RankVariables& vars : kRankVariables) {
     absl::optional<std::string> rank = GetEnv(vars.rank);
     if (!rank.has_value() || rank->empty()) continue;
@@ -158,7 +158,7 @@ absl::Status RankFromEnvironment(absl::string_view url, RendezvousUrl* out) {
 }
 
 // The local rank, or -1 when no variable names it.
-absl::StatusOr<int> LocalRankFromEnvironment(absl::string_view url) {
+absl::StatusOr<int> LocalRankFromEnv(absl::string_view url) {
   for (const char* name : kLocalRankVariables) {
     absl::optional<std::string> value = GetEnv(name);
     if (!value.has_value() || value->empty()) continue;
@@ -235,10 +235,10 @@ absl::StatusOr<RendezvousUrl> ParseRendezvousUrl(absl::string_view url) {
     out.port = p;
     out.source = absl::StrCat("env:// (MASTER_ADDR=", out.host, ", MASTER_PORT=", p, ")");
     if (!fields.contains("rank") || !fields.contains("world_size")) {
-      absl::Status s = RankFromEnvironment(url, &out);
+      absl::Status s = RankFromEnv(url, &out);
       if (!s.ok()) return s;
     }
-    absl::StatusOr<int> local_rank = LocalRankFromEnvironment(url);
+    absl::StatusOr<int> local_rank = LocalRankFromEnv(url);
     if (!local_rank.ok()) return local_rank.status();
     out.local_rank = *local_rank;
   } else if (scheme == "tcp" || scheme == "etcd") {

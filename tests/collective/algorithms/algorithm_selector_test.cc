@@ -94,19 +94,19 @@ TEST(AlgorithmSelectorTest, NamesRoundTrip) {
 TEST(AlgorithmSelectorTest, EnvironmentUnsetOrEmptyMeansTheTable) {
   {
     ScopedEnv env(kAlgorithmEnvVar, nullptr);
-    absl::StatusOr<AlgorithmSelector> s = AlgorithmSelector::FromEnvironment();
+    absl::StatusOr<AlgorithmSelector> s = AlgorithmSelector::FromEnv();
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_FALSE(s->forced().has_value());
   }
   ScopedEnv env(kAlgorithmEnvVar, "");
-  absl::StatusOr<AlgorithmSelector> s = AlgorithmSelector::FromEnvironment();
+  absl::StatusOr<AlgorithmSelector> s = AlgorithmSelector::FromEnv();
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE(s->forced().has_value());
 }
 
 TEST(AlgorithmSelectorTest, BadEnvironmentValueIsAClearError) {
   ScopedEnv env(kAlgorithmEnvVar, "butterfly");
-  absl::StatusOr<AlgorithmSelector> s = AlgorithmSelector::FromEnvironment();
+  absl::StatusOr<AlgorithmSelector> s = AlgorithmSelector::FromEnv();
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(s.status().message());
@@ -139,7 +139,7 @@ TEST(AlgorithmSelectorTest, EnvironmentOverrideIsHonoured) {
   ASSERT_TRUE(group.ok()) << group.status();
   for (const Expectation& e : expectations) {
     ScopedEnv env(kAlgorithmEnvVar, e.env);
-    absl::StatusOr<AlgorithmSelector> selector = AlgorithmSelector::FromEnvironment();
+    absl::StatusOr<AlgorithmSelector> selector = AlgorithmSelector::FromEnv();
     ASSERT_TRUE(selector.ok()) << selector.status();
     const uint64_t seq = (*group)->NextSeq();
     std::vector<std::unique_ptr<InterceptingTransport>> transports;

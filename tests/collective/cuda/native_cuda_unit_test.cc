@@ -28,11 +28,11 @@
 namespace paddle {
 namespace {
 
-// A CudaIpcSettingsFromEnvironment() with both variables set as given (nullptr: unset).
+// A CudaIpcSettingsFromEnv() with both variables set as given (nullptr: unset).
 absl::StatusOr<CudaIpcSettings> SettingsWith(const char* enabled, const char* bytes) {
   ScopedEnv enabled_env(kCudaIpcEnvVar, enabled);
   ScopedEnv bytes_env(kCudaIpcBytesEnvVar, bytes);
-  return CudaIpcSettingsFromEnvironment();
+  return CudaIpcSettingsFromEnv();
 }
 
 TEST(CudaIpcSettings, DefaultsAndValues) {

@@ -405,12 +405,12 @@ TEST(ShmWorkspaceTest, SegmentIsUnlinkedOnceEveryRankHasIt) {
 
 TEST(ShmWorkspaceTest, BadSlotSizeNamesTheVariable) {
   setenv(kSlotBytesEnvVar, "5000", 1);
-  absl::StatusOr<size_t> bytes = SlotBytesFromEnvironment();
+  absl::StatusOr<size_t> bytes = SlotBytesFromEnv();
   unsetenv(kSlotBytesEnvVar);
   ASSERT_FALSE(bytes.ok());
   EXPECT_THAT(bytes.status().message(),
               HasSubstr("PADDLE_SHM_SLOT_BYTES=\"5000\" is not a multiple of 4096"));
-  EXPECT_EQ(*SlotBytesFromEnvironment(), 0u);  // unset: the communicator chooses
+  EXPECT_EQ(*SlotBytesFromEnv(), 0u);  // unset: the communicator chooses
 }
 
 TEST(ShmWorkspaceTest, MismatchedSlotSizesFailClearly) {

@@ -39,10 +39,10 @@ absl::StatusOr<Settings> ResolveSettings(const CommunicatorOptions& options) {
         absl::StrCat(source, " is \"", transport,
                      "\"; the native backend supports \"auto\", \"tcp\", \"shm\" and \"ucx\""));
   }
-  ASSIGN_OR_RETURN(settings.slot_bytes, SlotBytesFromEnvironment());
+  ASSIGN_OR_RETURN(settings.slot_bytes, SlotBytesFromEnv());
 
   if (options.algorithm.empty()) {
-    ASSIGN_OR_RETURN(settings.selector, AlgorithmSelector::FromEnvironment());
+    ASSIGN_OR_RETURN(settings.selector, AlgorithmSelector::FromEnv());
   } else {
     absl::StatusOr<Algorithm> algorithm = ParseAlgorithm(options.algorithm);
     if (!algorithm.ok()) {

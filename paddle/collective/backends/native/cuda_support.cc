@@ -181,7 +181,7 @@ class CudaSupport::Impl {
   // Note [CUDA path choice]; under mu_.
   absl::Status Decide() {
     std::string veto;
-    absl::StatusOr<CudaIpcSettings> settings = CudaIpcSettingsFromEnvironment();
+    absl::StatusOr<CudaIpcSettings> settings = CudaIpcSettingsFromEnv();
     if (!settings.ok()) {
       veto = std::string(settings.status().message());
       settings = CudaIpcSettings{};

@@ -11,7 +11,7 @@
 
 namespace paddle {
 
-absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromEnvironment() {
+absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromEnv() {
   CudaIpcSettings settings;
   ASSIGN_OR_RETURN(std::optional<bool> enabled, BoolSetting(kCudaIpcEnvVar));
   settings.enabled = enabled.value_or(true);

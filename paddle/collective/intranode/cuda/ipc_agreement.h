@@ -25,7 +25,7 @@ struct CudaIpcSettings {
 // PADDLE_CUDA_IPC (a boolean; unset: 1) and PADDLE_CUDA_IPC_BYTES (a multiple of 4096 from
 // 1 MiB to 4 GiB; unset: 64 MiB), as the settings table (paddle/core/settings.cc) declares them.
 // kInvalidArgument naming the variable, its value and what is accepted.
-absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromEnvironment();
+absl::StatusOr<CudaIpcSettings> CudaIpcSettingsFromEnv();
 
 // Why this rank cannot take the IPC path, before touching any device; "" if nothing stands in
 // the way. `max_ranks` is what the reduction kernel handles (kMaxIpcRanks).
