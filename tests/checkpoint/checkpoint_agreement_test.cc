@@ -16,7 +16,7 @@
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/store/hash_store.h"
-#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/checkpoint/checkpoint_testing.h"
 
 namespace paddle {
 namespace checkpoint {

@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle/checkpoint/proto/checkpoint.pb.h"
-#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/checkpoint/checkpoint_testing.h"
 
 namespace paddle {
 namespace checkpoint {

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/core/logging.h"
-#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/checkpoint/checkpoint_testing.h"
 
 namespace paddle {
 namespace checkpoint {

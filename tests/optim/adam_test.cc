@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/optim/test_util.h"
+#include "tests/optim/optim_testing.h"
 
 namespace paddle::optim {
 namespace {

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "paddle/optim/lamb.h"
 #include "paddle/optim/lars.h"
-#include "tests/optim/test_util.h"
+#include "tests/optim/optim_testing.h"
 
 namespace paddle::optim {
 namespace {

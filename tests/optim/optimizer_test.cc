@@ -16,7 +16,7 @@
 #include "paddle/optim/lamb.h"
 #include "paddle/optim/lars.h"
 #include "paddle/optim/sgd.h"
-#include "tests/optim/test_util.h"
+#include "tests/optim/optim_testing.h"
 
 namespace paddle::optim {
 namespace {

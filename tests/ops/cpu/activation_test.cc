@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
-#include "tests/ops/cpu/test_util.h"
+#include "tests/ops/cpu/ops_testing.h"
 
 namespace paddle {
 namespace ops {

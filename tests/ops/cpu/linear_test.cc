@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 #include "paddle/ops/cpu/gemm.h"
 #include "paddle/ops/cpu/threading.h"
-#include "tests/ops/cpu/test_util.h"
+#include "tests/ops/cpu/ops_testing.h"
 
 namespace paddle {
 namespace ops {

@@ -9,7 +9,7 @@
 #include "paddle/ops/cpu/embedding.h"
 #include "paddle/ops/cpu/softmax_cross_entropy.h"
 #include "paddle/ops/cpu/threading.h"
-#include "tests/ops/cpu/test_util.h"
+#include "tests/ops/cpu/ops_testing.h"
 
 namespace paddle {
 namespace ops {

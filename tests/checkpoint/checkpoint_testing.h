@@ -1,8 +1,8 @@
 // Helpers shared by the checkpoint tests: scratch directories under TEST_TMPDIR, tensors whose
 // bytes come from (seed, index) so any mismatch is visible, and whole-file read/write for
 // corrupting checkpoints on purpose.
-#ifndef TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
-#define TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
+#ifndef TESTS_CHECKPOINT_CHECKPOINT_TESTING_H_
+#define TESTS_CHECKPOINT_CHECKPOINT_TESTING_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -64,4 +64,4 @@ inline void WriteBytes(const std::string& path, const std::string& bytes) {
 }  // namespace checkpoint
 }  // namespace paddle
 
-#endif  // TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
+#endif  // TESTS_CHECKPOINT_CHECKPOINT_TESTING_H_

@@ -1,7 +1,7 @@
 // Helpers shared by the optimizer tests: parameters and gradients made from (seed, index) with
 // Philox, reading values back as doubles, and element-wise comparison with a tolerance.
-#ifndef TESTS_OPTIM_TEST_UTIL_H_
-#define TESTS_OPTIM_TEST_UTIL_H_
+#ifndef TESTS_OPTIM_OPTIM_TESTING_H_
+#define TESTS_OPTIM_OPTIM_TESTING_H_
 
 #include <cmath>
 #include <cstdint>
@@ -79,4 +79,4 @@ inline void ExpectNear(const std::vector<double>& actual, const std::vector<doub
 
 }  // namespace paddle::optim
 
-#endif  // TESTS_OPTIM_TEST_UTIL_H_
+#endif  // TESTS_OPTIM_OPTIM_TESTING_H_

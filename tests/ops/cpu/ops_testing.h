@@ -1,7 +1,7 @@
 // Helpers for the CPU kernel tests: reproducible random tensors (Philox), element access in
 // logical order whatever the strides, and central finite differences.
-#ifndef TESTS_OPS_CPU_TEST_UTIL_H_
-#define TESTS_OPS_CPU_TEST_UTIL_H_
+#ifndef TESTS_OPS_CPU_OPS_TESTING_H_
+#define TESTS_OPS_CPU_OPS_TESTING_H_
 
 #include <cmath>
 #include <cstdint>
@@ -89,4 +89,4 @@ inline double Dot(const Tensor& y, const std::vector<double>& r) {
 }  // namespace ops
 }  // namespace paddle
 
-#endif  // TESTS_OPS_CPU_TEST_UTIL_H_
+#endif  // TESTS_OPS_CPU_OPS_TESTING_H_
