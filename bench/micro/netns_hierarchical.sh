@@ -14,7 +14,6 @@
 # non-zero if a run failed or did not use the topology it should have. tests/collective/
 # hierarchical_netns_test.sh runs it with a small size.
 set -uo pipefail
-export PATH="$PATH:/usr/sbin:/sbin"  # ip and tc (Bazel tests run with a minimal PATH)
 launch=${1:-bazel-bin/tools/launch}
 bench=${2:-bazel-bin/bench/micro/allreduce_env_bench}
 shift 2 2>/dev/null || shift $#
@@ -34,41 +33,18 @@ bench=$(realpath "$bench")
 # One job token shared by every node's launcher (a multi-node job needs one; docs/launch.md).
 export PADDLE_STORE_TOKEN=${PADDLE_STORE_TOKEN:-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hier.XXXXXX")
-tag=$(printf '%04x' $((RANDOM % 65536)))
-subnet="10.78.$((RANDOM % 250 + 1))"
-br="hbr$tag"
-cleanup() {
-  local pid
-  for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
-  for ((i = 0; i < nodes; i++)); do
-    ip netns pids "hn$tag-$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del "hn$tag-$i" 2>/dev/null
-    ip link del "hv$tag-$i" 2>/dev/null
-  done
-  ip link del "$br" 2>/dev/null
-}
-trap cleanup EXIT
-
-ip link add "$br" type bridge && ip link set "$br" up || { echo "cannot make a bridge (root?)" >&2; exit 1; }
-for ((i = 0; i < nodes; i++)); do
-  ns="hn$tag-$i"
-  ip netns add "$ns"
-  ip link add "hv$tag-$i" type veth peer name eth0 netns "$ns"
-  ip link set "hv$tag-$i" master "$br" up
-  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 512kb latency 100ms ||
-    { echo "tc tbf failed" >&2; exit 1; }
-done
+lib=$(dirname "$0")/netns_lib.sh  # beside it in the source tree and in a test's runfiles
+[[ -f $lib ]] || lib=$0.runfiles/paddle/bench/micro/netns_lib.sh  # bazel-bin/bench/micro/...
+source "$lib"
+netns_up "$nodes" "$rate" tbf || exit 1
 
 run() {  # NAME [ENV...]: one job over all namespaces; prints rank 0's JSON line
   local name=$1 port=$((29500 + RANDOM % 1000)) i pids=() status=0
   shift
   for ((i = 0; i < nodes; i++)); do
-    ip netns exec "hn$tag-$i" env "$@" PADDLE_LOG_LEVEL=INFO "$launch" --nnodes="$nodes" \
-      --node-rank=$i --nproc=2 --rdzv-endpoint="$subnet.1:$port" --rdzv-timeout=60 \
-      "$bench" --bytes="$bytes" --iters=5 >"$work/$name.$i.out" 2>&1 &
+    ip netns exec "${NETNS_NAMES[$i]}" env "$@" PADDLE_LOG_LEVEL=INFO "$launch" \
+      --nnodes="$nodes" --node-rank=$i --nproc=2 --rdzv-endpoint="${NETNS_ADDRS[0]}:$port" \
+      --rdzv-timeout=60 "$bench" --bytes="$bytes" --iters=5 >"$work/$name.$i.out" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done

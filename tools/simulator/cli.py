@@ -62,10 +62,10 @@ def _stat_rows(rows, stat):
 def cmd_fit(a):
     rows = _stat_rows(bench_io.load_rows(a.bench), a.stat)
     gamma = 1.0 / (a.gamma_gbs * 1e3) if a.gamma_gbs else None
-    params = fit.fit(rows, a.cores, gamma=gamma)
+    params = fit.fit(rows, a.cores, gamma=gamma, tcp_link=a.tcp_link)
     doc = params.to_json()
     doc["fitted_from"] = {"files": [os.path.basename(p) for p in a.bench], "stat": a.stat,
-                          "cores": a.cores, "gamma_gbs": a.gamma_gbs}
+                          "cores": a.cores, "gamma_gbs": a.gamma_gbs, "tcp_link": a.tcp_link}
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
     for name, extra in sorted(params.extra.items()):
@@ -164,9 +164,13 @@ def cmd_run(a):
 
 
 def cmd_validate(a):
-    params = ParamSet.load(a.params)
+    params = ParamSet.load(a.params[0])
+    for path in a.params[1:]:  # later files add entries (loopback and a shaped link's fits)
+        more = ParamSet.load(path)
+        params.links.update(more.links)
+        params.extra.update(more.extra)
     rows = _stat_rows(bench_io.load_rows(a.bench), a.stat)
-    table = fit.validate(params, rows, a.cores)
+    table = fit.validate(params, rows, a.cores, a.tcp_link, a.hosts)
     print(fit.format_summary(fit.summarize(table)))
     if a.json:
         with open(a.json, "w") as f:
@@ -264,6 +268,22 @@ def cmd_tune(a):
         tune.emit(params, a.emit, {a.link: th})
 
 
+def tcp_link_name(text):
+    # "@" separates the rank count of a per-R entry (cost_model.py); the other names are the
+    # links of the other rows.
+    if not text or "@" in text or text in ("shm", "workspace"):
+        raise argparse.ArgumentTypeError(f"\"{text}\" cannot name a TCP link: give a name "
+                                         "without \"@\", other than shm and workspace (e.g. "
+                                         "tcp_1gbit)")
+    return text
+
+
+def add_tcp_link_flag(p):
+    p.add_argument("--tcp-link", type=tcp_link_name, default="tcp",
+                   help="params entry of the TCP rows (default tcp, loopback); a shaped link's "
+                        "sweep gets its own, e.g. tcp_1gbit (then `run --inter=tcp_1gbit`)")
+
+
 def add_cluster_flags(p):
     p.add_argument("--params", required=True, help="params.json from `fit`")
     p.add_argument("--hosts", type=positive_int, default=1)
@@ -295,6 +315,7 @@ def main(argv=None):
     p.add_argument("--stat", choices=("p50", "mean"), default="p50")
     p.add_argument("--gamma-gbs", type=positive_float,
                    help="reduction kernel GB/s (reduction_bench) instead of fitting gamma")
+    add_tcp_link_flag(p)
     p.set_defaults(fn=cmd_fit)
 
     p = sub.add_parser("merge", help="several rounds of the same sweeps as one (per-size "
@@ -314,12 +335,18 @@ def main(argv=None):
 
     p = sub.add_parser("validate", help="model against measured bench:collectives rows")
     p.add_argument("bench", nargs="+")
-    p.add_argument("--params", required=True)
+    p.add_argument("--params", required=True, action="append",
+                   help="params.json from `fit`; repeat to add the entries of another file")
+    p.add_argument("--hosts", type=positive_int, default=1,
+                   help="the rows ran over this many hosts, host-major (netns_sweep.sh): "
+                        "predict them from the `tcp` entry within a host and --tcp-link's "
+                        "between hosts")
     p.add_argument("--cores", type=positive_int, default=os.cpu_count())
     p.add_argument("--stat", choices=("p50", "mean"), default="p50")
     p.add_argument("--json")
     p.add_argument("--max-error-pct", type=positive_float,
                    help="exit 1 when any row is off by more")
+    add_tcp_link_flag(p)
     p.set_defaults(fn=cmd_validate)
 
     p = sub.add_parser("step", help="data-parallel step time, efficiency and best bucket size")

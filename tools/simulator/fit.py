@@ -8,7 +8,9 @@ the shared-memory transport), "tcp" (any algorithm over TCP loopback); each grou
 non-negative parameters minimizing the sum of squared relative errors, so a 4 KiB row counts as
 much as a 64 MiB one. Groups are fitted once over every rank count ("tcp") and once per rank
 count ("tcp@4"), because ranks that outnumber the cores change the costs (context switches per
-wait) in ways no per-message term captures.
+wait) in ways no per-message term captures. A sweep over another TCP link than loopback (network
+namespaces shaped with tc, bench/micro/netns_sweep.sh) is fitted under a name of its own
+(`tcp_link`, e.g. "tcp_1gbit"), so one params.json can hold loopback and each shaped rate.
 """
 import math
 
@@ -20,8 +22,9 @@ from .cost_model import LinkParams, ParamSet, PARAM_NAMES
 _GUESS = LinkParams(20.0, 1.0, 1e-3, 1e-3)  # picks the critical flow; any positive values do
 
 
-def row_link_and_algo(row, cores):
-    """(link name, algorithm run) for a measured row (Note [Transport choice])."""
+def row_link_and_algo(row, cores, tcp_link="tcp"):
+    """(link name, algorithm run) for a measured row (Note [Transport choice]); TCP rows are
+    named `tcp_link`."""
     transport, algo, n = row["transport"], row["algo"], row["nproc"]
     backend = row.get("backend", "native")
     if backend not in ("native", "sim"):
@@ -35,12 +38,12 @@ def row_link_and_algo(row, cores):
     if run not in schedules.FLAT_ALGOS:
         raise ValueError(f"{row.get('source', '?')}: algo \"{algo}\" is not one of auto, "
                          f"{', '.join(schedules.FLAT_ALGOS)}")
-    return ("tcp" if transport == "tcp" else "shm"), run
+    return (tcp_link if transport == "tcp" else "shm"), run
 
 
-def row_features(row, cores):
+def row_features(row, cores, tcp_link="tcp"):
     """(link name, algorithm, the 4 features of PARAM_NAMES) for one row."""
-    link, algo = row_link_and_algo(row, cores)
+    link, algo = row_link_and_algo(row, cores, tcp_link)
     cluster = engine.Cluster(1, row["nproc"], _GUESS, _GUESS, _GUESS)
     if algo == "shm":
         phases = schedules.shm(row["nproc"], row["bytes"], engine.slot_bytes_for(row["nproc"],
@@ -125,11 +128,11 @@ def fit_group(features, times, robust=True, gamma=None):
 # leaves beta, alpha and the per-message overhead to the sweeps.
 
 
-def fit(rows, cores, per_ranks=True, robust=True, gamma=None):
+def fit(rows, cores, per_ranks=True, robust=True, gamma=None, tcp_link="tcp"):
     """A ParamSet with one entry per link (and per link@ranks), each with its fit statistics."""
     groups = {}
     for row in rows:
-        link, algo, feats = row_features(row, cores)
+        link, algo, feats = row_features(row, cores, tcp_link)
         keys = [link] + ([f"{link}@{row['nproc']}"] if per_ranks else [])
         for key in keys:
             groups.setdefault(key, []).append((feats, row["time_us"], algo, row))
@@ -151,18 +154,41 @@ def fit(rows, cores, per_ranks=True, robust=True, gamma=None):
     return ParamSet(links, extra)
 
 
-def predict_row(params, row, cores):
+def predict_row(params, row, cores, tcp_link="tcp"):
     """The model's time (us) for a measured row, with the parameters for its rank count."""
-    link, algo, feats = row_features(row, cores)
+    link, algo, feats = row_features(row, cores, tcp_link)
     p = params.get(link, row["nproc"])
     return float(np.dot(feats, p.vector())), link, algo
 
 
-def validate(params, rows, cores):
-    """Per (link, algo, nproc) and overall: the error of the model against each measured row."""
+def predict_on_hosts(params, row, hosts, cores, tcp_link):
+    """The model's time (us) for a TCP row whose ranks ran on `hosts` hosts, host-major (network
+    namespaces, bench/micro/netns_sweep.sh): the `tcp` entry (loopback) between the ranks of a
+    host, `tcp_link` between hosts, each as fitted on its own sweeps ("tcp@R" at R ranks, the
+    link's "@H" from the sweep with one rank per host). Nothing is fitted to the row itself: it
+    checks how the engine composes the two links, NIC sharing included."""
+    n = row["nproc"]
+    if row["transport"] != "tcp" or n % hosts:
+        raise ValueError(f"{row.get('source', '?')}: a row of {n} ranks over {row['transport']} "
+                         f"cannot run on {hosts} hosts (TCP rows, nproc a multiple of hosts)")
+    cluster = engine.Cluster(hosts, n // hosts)
+    cluster.inter = params.get(tcp_link, hosts)
+    if n > hosts:
+        cluster.intra = params.get("tcp", n // hosts)
+    # The engine's table as the communicator chose it: ranks per host against cores per host.
+    algo = engine.resolve_algo(row["algo"], cluster, row["bytes"], False, cores)
+    return engine.simulate(cluster, algo, row["bytes"], cores), tcp_link, algo
+
+
+def validate(params, rows, cores, tcp_link="tcp", hosts=1):
+    """Per (link, algo, nproc) and overall: the error of the model against each measured row;
+    with `hosts` > 1 the rows ran over that many hosts (predict_on_hosts)."""
     table = []
     for row in rows:
-        t, link, algo = predict_row(params, row, cores)
+        if hosts > 1:
+            t, link, algo = predict_on_hosts(params, row, hosts, cores, tcp_link)
+        else:
+            t, link, algo = predict_row(params, row, cores, tcp_link)
         table.append({"link": link, "algo": algo, "nproc": row["nproc"], "bytes": row["bytes"],
                       "measured_us": row["time_us"], "predicted_us": t,
                       "error": (t - row["time_us"]) / row["time_us"]})
