@@ -41,12 +41,6 @@ namespace {
 constexpr char kWorkerFlag[] = "--tcp_transport_worker";
 constexpr absl::Duration kLong = kLongWait;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr size_t kLargeBytes = (8 << 20) + 5;  // sanitizers slow every byte copied ten-fold
-#else
-constexpr size_t kLargeBytes = 64 << 20;
-#endif
-
 void RunRanks(int world, const std::function<void(RankContext&)>& body,
               const RankThreadsOptions& options = {}) {
   RunRankThreads(world, CreateTcpTransport, body, options);
@@ -165,53 +159,20 @@ TEST(TcpTuningTest, MalformedValuesAreErrorsNamingTheVariable) {
       << transport.status();
 }
 
-// ---- Data path, every world size ---------------------------------------------------------------
+// ---- The conformance suite (transport_conformance.h) -------------------------------------------
 
-class TcpTransportWorldTest : public testing::TestWithParam<int> {};
-
-INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpTransportWorldTest, testing::Range(2, 9));
-
-TEST_P(TcpTransportWorldTest, PingPongWithEveryRank) {
-  constexpr int kRounds = 40;
-  RunRanks(GetParam(), [](RankContext& ctx) {
-    for (int peer = 1; peer < ctx.world_size; ++peer) {
-      if (ctx.rank != 0 && ctx.rank != peer) continue;
-      Channel& ch = ctx.t().channel(ctx.rank == 0 ? peer : 0);
-      for (int i = 0; i < kRounds; ++i) {
-        std::vector<char> got(8);
-        if (ctx.rank == 0) {
-          ASSERT_OK(WaitLong(*ch.Send(Payload(0, i, 8).data(), 8, i)));
-          ASSERT_OK(WaitLong(*ch.Recv(got.data(), 8, i)));
-          ASSERT_EQ(Mismatch(got, peer, i), "");
-        } else {
-          ASSERT_OK(WaitLong(*ch.Recv(got.data(), 8, i)));
-          ASSERT_EQ(Mismatch(got, 0, i), "");
-          ASSERT_OK(WaitLong(*ch.Send(Payload(peer, i, 8).data(), 8, i)));
-        }
-      }
-    }
-  });
+TransportConformanceParam TcpParam() {
+  TransportConformanceParam param("tcp", CreateTcpTransport);
+  param.interface_name = "127.0.0.1";
+  param.exchange_sizes = [](int) {
+    return std::vector<size_t>{0, 1, 4095, (1 << 20) + 3, kLargeBytes};
+  };
+  return param;
 }
 
-TEST_P(TcpTransportWorldTest, EveryPairExchangesEverySizeExactly) {
-  const int world = GetParam();
-  ExpectEveryPairExchangesEverySize(world, {0, 1, 4095, (1 << 20) + 3, kLargeBytes},
-                                    [&](const auto& body) { RunRanks(world, body); });
-}
+INSTANTIATE_TRANSPORT_CONFORMANCE(Tcp, TcpParam(), testing::Range(2, 9));
 
 // ---- Matching ----------------------------------------------------------------------------------
-
-TEST(TcpTransportTest, MessagesWithOneTagArriveInOrder) {
-  ExpectOneTagArrivesInOrder([](const auto& body) { RunRanks(2, body); }, 300, 20000);
-}
-
-TEST(TcpTransportTest, DifferentTagsMatchOutOfOrder) {
-  ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 3001);
-}
-
-TEST(TcpTransportTest, SendPairsMatchTheirTags) {
-  ExpectSendPairsMatchTheirTags([](const auto& body) { RunRanks(2, body); }, 20000);
-}
 
 TEST(TcpTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
   const size_t big = (1 << 20) + 3;
@@ -293,10 +254,6 @@ TEST(TcpTransportTest, MessageBehindTheWaitedOneArrivesWithoutAWait) {
       EXPECT_EQ(Mismatch(second, 0, 2), "");
     });
   }
-}
-
-TEST(TcpTransportTest, UnexpectedLargeMessagesReuseBuffers) {
-  ExpectUnexpectedLargeMessagesReuseBuffers([](const auto& body) { RunRanks(2, body); });
 }
 
 // Note [Waiter drives]: small sends queued behind a large one that filled the socket are written
@@ -582,73 +539,6 @@ TEST(TcpTransportTest, ChannelFailingMidDriveLeavesTheOthersDriven) {
   });
 }
 
-TEST(TcpTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
-  RunRanks(2, [&](RankContext& ctx) {
-    std::vector<char> buf(64);
-    auto recv = ctx.t().channel(1 - ctx.rank).Recv(buf.data(), buf.size(), 1);  // never sent
-    if (ctx.rank == 0) {
-      std::thread aborter([&] {
-        absl::SleepFor(absl::Milliseconds(100));
-        ctx.t().Abort(absl::AbortedError("test abort from rank 0"));
-        ctx.t().Abort(absl::InternalError("a second cause, ignored"));
-      });
-      absl::Time start = absl::Now();
-      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
-      aborter.join();
-      EXPECT_LT(absl::Now() - start, absl::Seconds(30));
-      EXPECT_TRUE(absl::IsAborted(status)) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
-      auto later = ctx.t().channel(1).Send(buf.data(), buf.size(), 2);
-      EXPECT_TRUE(absl::StrContains(WaitLong(*later).message(), "test abort from rank 0"));
-    } else {
-      // The abort frame tells the peer why, before the link closes.
-      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
-      EXPECT_FALSE(status.ok());
-      EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 0")) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
-    }
-  });
-}
-
-TEST(TcpTransportTest, WaitTimesOutAndTheRequestStaysPending) {
-  ExpectWaitTimesOutAndTheRequestStaysPending([](const auto& body) { RunRanks(2, body); });
-}
-
-void ExpectSizeMismatch(bool receive_first) {
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    std::vector<char> buf(300);
-    if (ctx.rank == 0) {
-      if (receive_first) ctx.barrier->Wait();
-      ASSERT_OK(WaitLong(*ch.Send(buf.data(), 300, 3)));
-      if (!receive_first) ctx.barrier->Wait();
-      // The receiver's abort frame carries the mismatch here too.
-      absl::Status status = WaitLong(*ch.Recv(buf.data(), 1, 99));
-      EXPECT_TRUE(absl::StrContains(status.message(), "size mismatch")) << status;
-      return;
-    }
-    std::unique_ptr<TransportRequest> recv;
-    if (receive_first) {
-      recv = ch.Recv(buf.data(), 100, 3);
-      ctx.barrier->Wait();
-    } else {
-      ctx.barrier->Wait();
-      absl::SleepFor(absl::Milliseconds(50));  // arrived or arriving: both paths must catch it
-      recv = ch.Recv(buf.data(), 100, 3);
-    }
-    absl::Status status = WaitLong(*recv);
-    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-    for (const char* part :
-         {"size mismatch on tag 3", "expects 100 bytes", "peer 0", "sent 300 bytes", "rank 1/2"}) {
-      EXPECT_TRUE(absl::StrContains(status.message(), part)) << part << " not in " << status;
-    }
-  });
-}
-
-TEST(TcpTransportTest, SizeMismatchWithPostedReceive) { ExpectSizeMismatch(true); }
-TEST(TcpTransportTest, SizeMismatchWithUnexpectedMessage) { ExpectSizeMismatch(false); }
-
 // ---- Connection setup --------------------------------------------------------------------------
 
 TEST(TcpTransportTest, StrayConnectionIsRejectedAndSetupCompletes) {
@@ -722,14 +612,6 @@ TEST(TcpTransportTest, WorldSizeDisagreementFailsBothRanksClearly) {
                                   "rank 0 has world size 3 but rank 1 has 2"))
         << results[rank].status();
   }
-}
-
-TEST(TcpTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
-  ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(CreateTcpTransport, "tcp");
-}
-
-TEST(TcpTransportTest, MissingPeerTimesOutNamingIt) {
-  ExpectMissingPeerTimesOutNamingIt(CreateTcpTransport, "127.0.0.1");
 }
 
 // ---- Real processes ----------------------------------------------------------------------------

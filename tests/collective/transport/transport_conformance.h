@@ -1,6 +1,15 @@
-// What every Transport must do, written once: the checks the tests of the TCP, shared-memory and
-// UCX transports share (each test binds its own factory), and the worker-process side of their
-// multi-process tests.
+// What every Transport must do, written once: TransportConformanceTest and
+// TransportWorldConformanceTest, one parameterized suite that the tests of the TCP,
+// shared-memory and UCX transports each instantiate with their factory (as every store
+// instantiates tests/collective/store/store_contract.h), the size-mismatch check their extra
+// cases share, and the worker-process side of their multi-process tests.
+//
+//   INSTANTIATE_TRANSPORT_CONFORMANCE(Tcp, TcpParam(), testing::Range(2, 9));
+//
+// The suite covers ping-pong and every pair exchanging every size at world sizes the caller
+// picks, tag matching in and out of order, send pairs, spare unexpected-message buffers, Abort,
+// a wait that times out, size mismatches, a world of one and a peer that never comes. What only
+// one transport does (its protocol switch points, how it names a dead peer) stays in its file.
 #ifndef TESTS_COLLECTIVE_TRANSPORT_TRANSPORT_CONFORMANCE_H_
 #define TESTS_COLLECTIVE_TRANSPORT_TRANSPORT_CONFORMANCE_H_
 
@@ -8,24 +17,103 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "paddle/collective/store/tcp_store_server.h"
 #include "tests/collective/transport/transport_test_harness.h"
+#include "tests/testing/scoped_env.h"
 
 namespace paddle {
 
-// Runs a body on every rank of a world the caller chose (RunRankThreads with its factory).
-using RankRunner = std::function<void(const std::function<void(RankContext&)>& body)>;
+// The largest message the data-path tests send: sanitizers slow every byte copied ten-fold.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kLargeBytes = (8 << 20) + 5;
+#else
+constexpr size_t kLargeBytes = 64 << 20;
+#endif
 
-// Every pair of the `world` ranks exchanges one message of every size in `sizes` each way,
-// checked byte for byte. Round k sends to rank + k and receives from rank - k; odd rounds post the
-// receives first (messages land in place), even rounds the sends first (messages arrive before
-// their receive and are buffered or claimed mid-arrival). Everything of a round is posted before
-// anything is waited for, so transports whose large sends wait for the receive pass too.
-void ExpectEveryPairExchangesEverySize(int world, const std::vector<size_t>& sizes,
-                                       const RankRunner& run);
+// One transport as the suite sees it. The sizes are the transport's own: each picks them around
+// the points where its protocol changes (eager to rendezvous, ring to CMA).
+struct TransportConformanceParam {
+  TransportConformanceParam(std::string transport_name, TransportFactory factory)
+      : name(transport_name),
+        transport_name(std::move(transport_name)),
+        factory(std::move(factory)) {}
+
+  std::string name;            // the test name's suffix (a variant's, e.g. "shm_without_cma")
+  std::string transport_name;  // what Transport::name() must say
+  TransportFactory factory;
+  // Set (name, value) for every test, e.g. a variant with PADDLE_SHM_CMA=0.
+  std::vector<std::pair<std::string, std::string>> env;
+  // The interface of the missing-peer test; "" leaves the options' default.
+  std::string interface_name;
+  // Ping-pong: message bytes, and whether such a send completes inside Send() (eager).
+  size_t ping_bytes = 8;
+  bool ping_is_eager = false;
+  // Every pair exchanges one message of each of these sizes, in a world of `world` ranks.
+  std::function<std::vector<size_t>(int world)> exchange_sizes;
+  int one_tag_messages = 300;  // ExpectOneTagArrivesInOrder
+  size_t one_tag_size_modulus = 20000;
+  size_t tag_size_step = 3001;  // ExpectDifferentTagsMatchOutOfOrder
+  size_t pair_bytes = 20000;    // ExpectSendPairsMatchTheirTags
+  // Note [Spare unexpected-message buffers] applies (UCX keeps unexpected messages itself).
+  bool spares_unexpected_buffers = true;
+  // How an aborted peer's error names rank 0, and whether it keeps kAborted there.
+  std::string aborted_peer_named = "peer rank 0";
+  bool peer_sees_aborted_code = false;
+};
+
+std::string TransportConformanceParamName(
+    const testing::TestParamInfo<TransportConformanceParam>& info);
+
+// Ranks as threads in worlds of two (and three) ranks.
+class TransportConformanceTest : public testing::TestWithParam<TransportConformanceParam> {
+ protected:
+  void SetUp() override;
+  void TearDown() override { env_.clear(); }
+  // RunRankThreads with the parameter's factory.
+  void Run(int world, const std::function<void(RankContext&)>& body);
+  const TransportConformanceParam& param() const { return GetParam(); }
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
+// The data path at every world size the instantiation lists: (transport, world size).
+class TransportWorldConformanceTest
+    : public testing::TestWithParam<std::tuple<TransportConformanceParam, int>> {
+ protected:
+  void SetUp() override;
+  void TearDown() override { env_.clear(); }
+  void Run(const std::function<void(RankContext&)>& body);
+  const TransportConformanceParam& param() const { return std::get<0>(GetParam()); }
+  int world() const { return std::get<1>(GetParam()); }
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
+std::string TransportWorldConformanceParamName(
+    const testing::TestParamInfo<std::tuple<TransportConformanceParam, int>>& info);
+
+// Instantiates both suites for `param` (a TransportConformanceParam), the world suite at every
+// world size `worlds` (a gtest generator of ints) yields.
+#define INSTANTIATE_TRANSPORT_CONFORMANCE(prefix, param, worlds)                     \
+  INSTANTIATE_TEST_SUITE_P(prefix, TransportConformanceTest, testing::Values(param), \
+                           TransportConformanceParamName);                           \
+  INSTANTIATE_TEST_SUITE_P(prefix, TransportWorldConformanceTest,                    \
+                           testing::Combine(testing::Values(param), worlds),         \
+                           TransportWorldConformanceParamName)
+
+// Rank 0 of 2 sends `send_bytes` under tag 3; rank 1 receives `recv_bytes`, posted before the
+// message (`receive_first`) or after it arrived: kInvalidArgument at rank 1 naming the tag, both
+// sizes, the peer and "rank 1/2", and rank 0's next request carries the mismatch too.
+void ExpectSizeMismatch(const TransportFactory& factory, size_t send_bytes, size_t recv_bytes,
+                        bool receive_first);
 
 // If argv is `flag PORT RANK WORLD MODE` (how StartExchangeWorkers starts this binary), runs
 // `worker` with those values and returns its exit code (2 for malformed numbers); else -1, and
@@ -34,43 +122,6 @@ using ExchangeWorkerMain =
     std::function<int(int port, int rank, int world, const std::string& mode)>;
 int MaybeRunExchangeWorker(int argc, char** argv, const char* flag,
                            const ExchangeWorkerMain& worker);
-
-// Rank 0 sends `messages` messages of one tag (sizes (i x 7919) mod `size_modulus`); rank 1
-// posts half of its receives before they are sent and half after they arrived: all arrive in
-// order, byte for byte. The sender waits for its sends only after both halves are posted, so
-// transports whose large sends wait for the receive pass too.
-void ExpectOneTagArrivesInOrder(const RankRunner& run, int messages, size_t size_modulus);
-
-// Rank 0 sends 16 tags in order (sizes tag x `size_step` + 1); rank 1 posts the last tag's receive
-// first and the others afterwards in reverse: each gets its own message.
-void ExpectDifferentTagsMatchOutOfOrder(const RankRunner& run, size_t size_step);
-
-// Rank 0 sends pairs with Channel::SendPair (a 48-byte first message, then sizes 0, 1, `size` and
-// 3 x `size` under another tag); rank 1 posts each pair's second receive before its first, some
-// pairs before they are sent and some after: every message matches its own tag, bytes intact.
-void ExpectSendPairsMatchTheirTags(const RankRunner& run, size_t size);
-
-// Note [Spare unexpected-message buffers]: rounds of large messages that all arrive before their
-// receives (rank 0 waits for its sends, then rank 1 posts), in sizes that fit, and do not fit,
-// the buffers kept from the round before; every byte checked. Transports whose large sends wait
-// for the receive cannot pass it.
-void ExpectUnexpectedLargeMessagesReuseBuffers(const RankRunner& run);
-
-// Rank 0 of 2 posts a receive and waits 50 ms for it: kDeadlineExceeded naming the request
-// ("recv #0 (tag 5, 100 bytes) from peer 1") and "rank 0/2", and the request stays pending; once
-// rank 1 sends, it completes with the right bytes.
-void ExpectWaitTimesOutAndTheRequestStaysPending(const RankRunner& run);
-
-// `factory` makes a world of one without a store, named `name`; rank 1 of one, and rank 0 of two
-// without a store, are kInvalidArgument (the latter saying "store is null").
-void ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(const TransportFactory& factory,
-                                                    const std::string& name);
-
-// Rank 0 of 2 whose peer never comes fails within a 300 ms connect timeout with
-// kDeadlineExceeded naming "rank 1 to publish" and "rank 0/2". `interface_name`, if set, is the
-// options' interface.
-void ExpectMissingPeerTimesOutNamingIt(const TransportFactory& factory,
-                                       const std::string& interface_name = "");
 
 // A TcpStoreServer on 127.0.0.1 (a free port) for worker processes; null (and a test failure) if
 // it cannot start.

@@ -38,36 +38,26 @@ namespace {
 
 constexpr char kWorkerFlag[] = "--ucx_transport_worker";
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr size_t kLargeBytes = (8 << 20) + 5;  // sanitizers slow every byte copied ten-fold
-constexpr size_t kLargeBytesManyRanks = kLargeBytes;
-#else
-constexpr size_t kLargeBytes = 64 << 20;
 // Past 4 ranks as threads, 64 MiB per pair would take the binary well past a minute on 2 cores.
-constexpr size_t kLargeBytesManyRanks = (16 << 20) + 5;
-#endif
+constexpr size_t kLargeBytesManyRanks = std::min(kLargeBytes, size_t{16 << 20} + 5);
 
 void RunRanks(int world, const std::function<void(RankContext&)>& body) {
   RunRankThreads(world, CreateUcxTransport, body);
 }
 
-// ---- Data path, every world size ---------------------------------------------------------------
+// ---- The conformance suite (transport_conformance.h) -------------------------------------------
 
-class UcxTransportWorldTest : public testing::TestWithParam<int> {};
-
-INSTANTIATE_TEST_SUITE_P(WorldSizes, UcxTransportWorldTest, testing::Range(2, 9));
-
-TEST_P(UcxTransportWorldTest, EveryPairExchangesEverySizeExactly) {
-  const int world = GetParam();
-  ExpectEveryPairExchangesEverySize(
-      world, {0, 1, 4096, (1 << 20) + 3, world <= 4 ? kLargeBytes : kLargeBytesManyRanks},
-      [&](const auto& body) {
-        RunRanks(world, [&](RankContext& ctx) {
-          EXPECT_EQ(ctx.t().name(), "ucx");
-          body(ctx);
-        });
-      });
+TransportConformanceParam UcxParam() {
+  TransportConformanceParam param("ucx", CreateUcxTransport);
+  param.exchange_sizes = [](int world) {
+    return std::vector<size_t>{0, 1, 4096, (1 << 20) + 3,
+                               world <= 4 ? kLargeBytes : kLargeBytesManyRanks};
+  };
+  param.spares_unexpected_buffers = false;
+  return param;
 }
+
+INSTANTIATE_TRANSPORT_CONFORMANCE(Ucx, UcxParam(), testing::Range(2, 9));
 
 // ---- Matching ----------------------------------------------------------------------------------
 
@@ -85,18 +75,6 @@ TEST(UcxTransportTest, MalformedWaitSpinIsAnErrorNamingIt) {
                                   absl::StrCat("PADDLE_UCX_WAIT_SPIN_US=\"", value, "\"")))
         << transport.status();
   }
-}
-
-TEST(UcxTransportTest, MessagesWithOneTagArriveInOrder) {
-  ExpectOneTagArrivesInOrder([](const auto& body) { RunRanks(2, body); }, 300, 20000);
-}
-
-TEST(UcxTransportTest, DifferentTagsMatchOutOfOrder) {
-  ExpectDifferentTagsMatchOutOfOrder([](const auto& body) { RunRanks(2, body); }, 3001);
-}
-
-TEST(UcxTransportTest, SendPairsMatchTheirTags) {
-  ExpectSendPairsMatchTheirTags([](const auto& body) { RunRanks(2, body); }, 20000);
 }
 
 TEST(UcxTransportTest, AllSixtyFourTagBitsAndPeersAreMatchedApart) {
@@ -166,89 +144,14 @@ TEST(UcxTransportTest, ReceivePostedBeforeSendAndAfterArrival) {
 
 // ---- Failures ----------------------------------------------------------------------------------
 
-// The receiver posts `recv_bytes` for a message of `send_bytes`, before or after it arrives.
-void ExpectSizeMismatch(size_t send_bytes, size_t recv_bytes, bool receive_first) {
-  RunRanks(2, [&](RankContext& ctx) {
-    Channel& ch = ctx.t().channel(1 - ctx.rank);
-    std::vector<char> buf(std::max(send_bytes, recv_bytes));
-    if (ctx.rank == 0) {
-      if (receive_first) ctx.barrier->Wait();
-      auto send = ch.Send(buf.data(), send_bytes, 3);
-      if (!receive_first) ctx.barrier->Wait();
-      // The receiver's abort message carries the mismatch here too.
-      absl::Status status = WaitLong(*ch.Recv(buf.data(), 1, 99));
-      EXPECT_TRUE(absl::StrContains(status.message(), "size mismatch")) << status;
-      EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-      (void)WaitLong(*send);
-      return;
-    }
-    std::unique_ptr<TransportRequest> recv;
-    if (receive_first) {
-      recv = ch.Recv(buf.data(), recv_bytes, 3);
-      ctx.barrier->Wait();
-    } else {
-      ctx.barrier->Wait();
-      absl::SleepFor(absl::Milliseconds(50));
-      recv = ch.Recv(buf.data(), recv_bytes, 3);
-    }
-    absl::Status status = WaitLong(*recv);
-    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-    for (const std::string& part :
-         {std::string("size mismatch on tag 3"), absl::StrCat("expects ", recv_bytes, " bytes"),
-          std::string("peer 0"), absl::StrCat("sent ", send_bytes, " bytes"),
-          std::string("rank 1/2")}) {
-      EXPECT_TRUE(absl::StrContains(status.message(), part)) << part << " not in " << status;
-    }
-  });
-}
-
-TEST(UcxTransportTest, SizeMismatchLargerMessagePostedReceive) {
-  ExpectSizeMismatch(300, 100, true);
-}
-TEST(UcxTransportTest, SizeMismatchLargerMessageUnexpected) { ExpectSizeMismatch(300, 100, false); }
 TEST(UcxTransportTest, SizeMismatchSmallerMessagePostedReceive) {
-  ExpectSizeMismatch(100, 300, true);
+  ExpectSizeMismatch(CreateUcxTransport, 100, 300, true);
 }
 TEST(UcxTransportTest, SizeMismatchSmallerMessageUnexpected) {
-  ExpectSizeMismatch(100, 300, false);
+  ExpectSizeMismatch(CreateUcxTransport, 100, 300, false);
 }
 TEST(UcxTransportTest, SizeMismatchLargeRendezvousMessage) {
-  ExpectSizeMismatch((1 << 20) + 3, 1 << 20, true);
-}
-
-TEST(UcxTransportTest, AbortWakesBlockedWaitHereAndAtThePeer) {
-  RunRanks(2, [&](RankContext& ctx) {
-    std::vector<char> buf(64);
-    auto recv = ctx.t().channel(1 - ctx.rank).Recv(buf.data(), buf.size(), 1);  // never sent
-    if (ctx.rank == 0) {
-      std::thread aborter([&] {
-        absl::SleepFor(absl::Milliseconds(100));
-        ctx.t().Abort(absl::AbortedError("test abort from rank 0"));
-        ctx.t().Abort(absl::InternalError("a second cause, ignored"));
-      });
-      absl::Time start = absl::Now();
-      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
-      aborter.join();
-      EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-      EXPECT_TRUE(absl::IsAborted(status)) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
-      auto later = ctx.t().channel(1).Send(buf.data(), buf.size(), 2);
-      EXPECT_TRUE(later->IsCompleted());
-      EXPECT_TRUE(absl::StrContains(WaitLong(*later).message(), "test abort from rank 0"));
-    } else {
-      absl::Time start = absl::Now();
-      absl::Status status = recv->Wait(Deadline::After(absl::Seconds(60)));
-      EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-      EXPECT_FALSE(status.ok());
-      EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 0")) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(), "test abort from rank 0")) << status;
-    }
-  });
-}
-
-TEST(UcxTransportTest, WaitTimesOutAndTheRequestStaysPending) {
-  ExpectWaitTimesOutAndTheRequestStaysPending([](const auto& body) { RunRanks(2, body); });
+  ExpectSizeMismatch(CreateUcxTransport, (1 << 20) + 3, 1 << 20, true);
 }
 
 TEST(UcxTransportTest, DestroyedWithPendingRequestsFailsThemAndThePeer) {
@@ -276,10 +179,6 @@ TEST(UcxTransportTest, DestroyedWithPendingRequestsFailsThemAndThePeer) {
     EXPECT_TRUE(absl::StrContains(status.message(), "peer rank 1")) << status;
     ctx.barrier->Wait();
   });
-}
-
-TEST(UcxTransportTest, WorldOfOneNeedsNoStoreAndRejectsBadRanks) {
-  ExpectWorldOfOneNeedsNoStoreAndRejectsBadRanks(CreateUcxTransport, "ucx");
 }
 
 // ---- Loading UCX (Note [UCX loaded on demand])
@@ -325,10 +224,6 @@ TEST(UcxLibraryDeathTest, AMissingLibraryIsAClearError) {
       },
       testing::ExitedWithCode(3),
       "loading /nonexistent/libucp.so.0 failed: .*install libucx0.*PADDLE_TRANSPORT=tcp");
-}
-
-TEST(UcxTransportTest, MissingPeerTimesOutNamingIt) {
-  ExpectMissingPeerTimesOutNamingIt(CreateUcxTransport);
 }
 
 TEST(UcxTransportTest, GarbageAddressInTheStoreIsRejected) {

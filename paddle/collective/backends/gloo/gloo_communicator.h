@@ -61,6 +61,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "paddle/collective/backends/common/collective_call.h"
+#include "paddle/collective/backends/common/communicator_operations.h"
 #include "paddle/collective/backends/common/work_queue.h"
 #include "paddle/collective/backends/gloo/gloo_connection.h"
 #include "paddle/collective/backends/gloo/gloo_error.h"
@@ -82,25 +83,7 @@ class GlooCommunicator : public Communicator {
   int size() const override { return size_; }
   Backend backend() const override { return Backend::kGloo; }
 
-  std::shared_ptr<Work> Allreduce(Tensor tensor, ReduceOp op, CallOptions call = {}) override;
-  std::shared_ptr<Work> Broadcast(Tensor tensor, int root, CallOptions call = {}) override;
-  std::shared_ptr<Work> Reduce(Tensor tensor, int root, ReduceOp op,
-                               CallOptions call = {}) override;
-  std::shared_ptr<Work> Allgather(Tensor input, Tensor output, CallOptions call = {}) override;
-  std::shared_ptr<Work> Allgatherv(Tensor input, Tensor output, std::vector<int64_t> counts,
-                                   CallOptions call = {}) override;
-  std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op,
-                                      CallOptions call = {}) override;
-  std::shared_ptr<Work> Alltoall(Tensor input, Tensor output, CallOptions call = {}) override;
-  std::shared_ptr<Work> Alltoallv(Tensor input, Tensor output, std::vector<int64_t> send_counts,
-                                  std::vector<int64_t> recv_counts, CallOptions call = {}) override;
-  std::shared_ptr<Work> Barrier(CallOptions call = {}) override;
-  std::shared_ptr<Work> Send(Tensor tensor, int dst, uint32_t tag = 0,
-                             CallOptions call = {}) override;
-  std::shared_ptr<Work> Recv(Tensor tensor, int src, uint32_t tag = 0,
-                             CallOptions call = {}) override;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(std::vector<int> ranks) override;
-  void Abort(const absl::Status& cause) override;
+  PADDLE_COMMUNICATOR_OPERATIONS;
 
  private:
   friend absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(

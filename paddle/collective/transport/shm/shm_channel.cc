@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "paddle/collective/transport/link_error.h"
 #include "paddle/collective/transport/shm/cma.h"
 #include "paddle/core/status.h"
 
@@ -196,7 +197,8 @@ std::unique_ptr<TransportRequest> ShmChannel::Recv(void* data, size_t bytes, uin
         std::shared_ptr<Unexpected> message = std::move(*it);
         unexpected_.erase(it);
         if (message->bytes != bytes) {
-          error = SizeMismatch(*op, message->bytes);
+          error =
+              LinkSizeMismatch(*link_, op->tag, op->seq, op->bytes, absl::StrCat(message->bytes));
         } else if (message->complete) {
           if (bytes > 0) std::memcpy(data, message->data.data.get(), bytes);
           done.push_back(op);
@@ -308,7 +310,8 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
     std::shared_ptr<ShmOp> op = std::move(*it);
     posted_.erase(it);
     if (op->bytes != size) {
-      absl::Status mismatch = SizeMismatch(*op, size);
+      absl::Status mismatch =
+          LinkSizeMismatch(*link_, op->tag, op->seq, op->bytes, absl::StrCat(size));
       op->Complete(mismatch);
       return mismatch;
     }
@@ -340,9 +343,7 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
     // receive (a pattern the TCP transport, with its kernel buffers, has always allowed).
     message->data = spare_.Take(size);
     if (message->data.data == nullptr) {
-      return ErrorContext()
-          .Rank(link_->rank, link_->world_size)
-          .Peer(link_->peer, link_->peer_address)
+      return LinkContext(*link_)
           .Bytes(static_cast<int64_t>(size))
           .Hint("post receives before the peer sends, or reduce the message size")
           .Wrap(absl::ResourceExhaustedError(absl::StrCat(
@@ -355,9 +356,7 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
     if (size > 0) {
       message->data = spare_.Take(size);
       if (message->data.data == nullptr) {
-        return ErrorContext()
-            .Rank(link_->rank, link_->world_size)
-            .Peer(link_->peer, link_->peer_address)
+        return LinkContext(*link_)
             .Bytes(static_cast<int64_t>(size))
             .Hint("post receives before the peer sends, or reduce the message size")
             .Wrap(absl::ResourceExhaustedError(absl::StrCat(
@@ -386,9 +385,7 @@ absl::Status ShmChannel::ReadCma(ShmOp& op, uint64_t address, uint64_t id) {
                                        strnlen(peer_control_->abort_text, kShmAbortTextBytes))));
   }
   if (!read.ok()) {
-    return ErrorContext()
-        .Rank(link_->rank, link_->world_size)
-        .Peer(link_->peer, link_->peer_address)
+    return LinkContext(*link_)
         .Bytes(static_cast<int64_t>(op.bytes))
         .Hint(absl::StrCat("rank ", link_->peer, " (", link_->peer_address,
                            ") may have exited or been killed (see its log), or set ", kShmCmaEnvVar,
@@ -432,28 +429,11 @@ void ShmChannel::Fail(const absl::Status& cause) {
 }
 
 absl::Status ShmChannel::CorruptRing(const absl::Status& status) const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
+  return LinkContext(*link_)
       .Hint(absl::StrCat("rank ", link_->peer, " (", link_->peer_address,
                          ") wrote an impossible record or position into shared memory: it is "
                          "broken, of another build, or not a rank of this job"))
       .Wrap(status);
-}
-
-absl::Status ShmChannel::SizeMismatch(const ShmOp& op, size_t sent_bytes) const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
-      .Op("recv", op.seq)
-      .Bytes(static_cast<int64_t>(op.bytes))
-      .Hint(
-          "every rank must post matching sends and receives: do all ranks run the same "
-          "collectives in the same order with the same sizes?")
-      .Wrap(absl::InvalidArgumentError(
-          absl::StrCat("message size mismatch on tag ", op.tag, ": recv #", op.seq, " expects ",
-                       op.bytes, " bytes but peer ", link_->peer, " (", link_->peer_address,
-                       ") sent ", sent_bytes, " bytes")));
 }
 
 }  // namespace paddle

@@ -162,7 +162,6 @@ class ShmChannel final : public Channel {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(recv_mu_);
   void CompleteAll(OpList& done);
 
-  absl::Status SizeMismatch(const ShmOp& op, size_t sent_bytes) const;
   // `status` (kDataLoss: Note [Untrusted rings] in shm_ring.h) with this link's ranks and a hint.
   absl::Status CorruptRing(const absl::Status& status) const;
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "paddle/collective/transport/link_error.h"
 #include "paddle/collective/transport/tcp/tcp_channel.h"
 #include "paddle/core/status.h"
 
@@ -202,9 +203,7 @@ void TcpChannel::SendCloseFrame() {
 }
 
 absl::Status TcpChannel::PeerClosedGracefully() const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
+  return LinkContext(*link_)
       .Hint(absl::StrCat("rank ", link_->peer,
                          " finished (or destroyed its communicator) while this rank still "
                          "expected to exchange data with it: do all ranks run the same "
@@ -226,27 +225,14 @@ absl::Status TcpChannel::PeerAborted(uint64_t code, const std::string& text) con
 }
 
 absl::Status TcpChannel::SizeMismatch(const TcpOp& op, size_t sent_bytes) const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
-      .Op("recv", op.seq)
-      .Bytes(static_cast<int64_t>(op.bytes))
-      .Hint(
-          "every rank must post matching sends and receives: do all ranks run the same "
-          "collectives in the same order with the same sizes?")
-      .Wrap(absl::InvalidArgumentError(
-          absl::StrCat("message size mismatch on tag ", op.tag, ": recv #", op.seq, " expects ",
-                       op.bytes, " bytes but peer ", link_->peer, " (", link_->peer_address,
-                       ") sent ", sent_bytes, " bytes")));
+  return LinkSizeMismatch(*link_, op.tag, op.seq, op.bytes, absl::StrCat(sent_bytes));
 }
 
 absl::Status TcpChannel::PeerClosed() const {
   std::string when = in_.active ? absl::StrCat("in the middle of a message (tag ", in_.tag, ", ",
                                                in_.received, " of ", in_.bytes, " bytes arrived)")
                                 : std::string("between messages");
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
+  return LinkContext(*link_)
       .Hint(absl::StrCat("rank ", link_->peer,
                          " exited, crashed or aborted its transport; its log says why"))
       .Wrap(absl::UnavailableError(absl::StrCat(
@@ -254,9 +240,7 @@ absl::Status TcpChannel::PeerClosed() const {
 }
 
 absl::Status TcpChannel::IoError(const char* what, int err) const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
+  return LinkContext(*link_)
       .Hint(absl::StrCat("rank ", link_->peer,
                          " may have crashed or been killed, or the network failed"))
       .Wrap(absl::UnavailableError(absl::StrCat("connection to peer rank ", link_->peer, " (",

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle/collective/store/hmac_sha256.h"
+#include "paddle/collective/transport/link_error.h"
 #include "paddle/collective/transport/ucx/ucx_error.h"
 #include "paddle/core/logging.h"
 #include "paddle/core/status.h"
@@ -303,10 +304,12 @@ void UcxChannel::Finish(UcxOp& op, ucs_status_t status, void* request,
   absl::Status poison;
   const size_t length = info != nullptr ? info->length : op.bytes;
   if (op.kind == UcxOp::Kind::kRecv && status == UCS_OK && length != op.bytes) {
-    result = poison = SizeMismatch(op, length, true);
+    result = poison = LinkSizeMismatch(*link_, op.tag, op.seq, op.bytes, absl::StrCat(length));
   } else if (status == UCS_ERR_MESSAGE_TRUNCATED) {
     // UCX reports the sender's size with the truncation, where it knows it.
-    result = poison = SizeMismatch(op, length, length > op.bytes);
+    result = poison = LinkSizeMismatch(
+        *link_, op.tag, op.seq, op.bytes,
+        length > op.bytes ? absl::StrCat(length) : absl::StrCat("more than ", op.bytes));
   } else if (status != UCS_OK) {
     absl::Status cause = owner_->PoisonCause();
     if (cause.ok()) {
@@ -322,25 +325,8 @@ void UcxChannel::Finish(UcxOp& op, ucs_status_t status, void* request,
   pending_.erase(&op);  // may free op: last
 }
 
-absl::Status UcxChannel::SizeMismatch(const UcxOp& op, size_t sent_bytes, bool sent_known) const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
-      .Op("recv", op.seq)
-      .Bytes(static_cast<int64_t>(op.bytes))
-      .Hint(
-          "every rank must post matching sends and receives: do all ranks run the same "
-          "collectives in the same order with the same sizes?")
-      .Wrap(absl::InvalidArgumentError(absl::StrCat(
-          "message size mismatch on tag ", op.tag, ": recv #", op.seq, " expects ", op.bytes,
-          " bytes but peer ", link_->peer, " (", link_->peer_address, ") sent ",
-          sent_known ? absl::StrCat(sent_bytes) : absl::StrCat("more than ", op.bytes), " bytes")));
-}
-
 absl::Status UcxChannel::LinkError(ucs_status_t status, const std::string& what) const {
-  return ErrorContext()
-      .Rank(link_->rank, link_->world_size)
-      .Peer(link_->peer, link_->peer_address)
+  return LinkContext(*link_)
       .Hint(absl::StrCat("rank ", link_->peer,
                          " may have exited, crashed or been killed, or the network failed; its "
                          "log says why"))

@@ -132,7 +132,6 @@ class UcxChannel final : public Channel {
   // Completion of a UCX request (or of a post that completed at once, request null).
   void Finish(UcxOp& op, ucs_status_t status, void* request, const ucp_tag_recv_info_t* info)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status SizeMismatch(const UcxOp& op, size_t sent_bytes, bool sent_known) const;
   absl::Status LinkError(ucs_status_t status, const std::string& what) const;
 
   // UCX calls these inside calls made under mu_.
