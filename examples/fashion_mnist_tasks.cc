@@ -232,7 +232,7 @@ absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& ext
   // Note [Master calls]: a task asked for since the commit is rolled back with the steps (still
   // pending, it goes back to todo at the epoch's tail); a Finish that failed is redone below by
   // whoever adopts its tasks, which the commit names used up.
-  if (asking_.valid()) asking_.get().IgnoreError();
+  if (asking_.valid()) asking_.get();
   if (finish_call_.valid()) finish_call_.get().IgnoreError();
   tail_ = false;
   held_.clear();
@@ -290,14 +290,17 @@ absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& ext
   return absl::OkStatus();
 }
 
+data::RecordRange TaskData::RangeOf(const data::Task& task, int64_t used) const {
+  return data::RecordRange{set_.ShardPath(static_cast<size_t>(task.range.shard)),
+                           task.range.begin + used, task.range.end};
+}
+
 absl::Status TaskData::StartFeed(size_t i) {
   Held& h = held_[i];
   if (h.feed != nullptr) return absl::OkStatus();
-  data::RecordRange range{set_.ShardPath(static_cast<size_t>(h.task.range.shard)),
-                          h.task.range.begin + h.used, h.task.range.end};
   data::TaskFeedOptions fo;
   fo.index_cache = indexes_;
-  ASSIGN_OR_RETURN(h.feed, data::TaskFeed::Start(std::move(range), layout_, fo));
+  ASSIGN_OR_RETURN(h.feed, data::TaskFeed::Start(RangeOf(h.task, h.used), layout_, fo));
   return absl::OkStatus();
 }
 
@@ -351,16 +354,19 @@ absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int
 
 // Note [Task prefetch]
 // A rank asks for its next task, at most one ahead, while it still has a few steps' records in
-// hand (4 steps' worth: enough for the Ask to come back and the new feed's first slab to be
-// decoded before it is needed, few enough that at the end of an epoch a rank does not sit on a
-// task the others could have read). The Ask runs on the master thread (Note [Master calls]); the
-// next Take that finds the answer in holds the task and starts its feed. From the Ask on the task
-// counts as held: Exchange waits for an answer still out, so the next commit names it (Note [Task
-// positions], step 2) and a new generation adopts it; its decoded rows count as read only when
-// Take hands them to a step. A worker that dies, or a generation that rolls back, before a commit
-// named it leaves it pending in the store with no holder in any commit: the case of step 5 (a
-// task taken after the last commit and rolled back), where EndEpoch puts it back in todo. So it
-// is read in exactly one committed update either way.
+// hand (4 steps' worth: enough for the Ask to come back and the task to be decoded before it is
+// needed, few enough that at the end of an epoch a rank does not sit on a task the others could
+// have read). The Ask runs on the master thread (Note [Master calls]), and the same call then
+// reads and decodes the whole task there (TaskFeed::ReadNow): on a machine with as many busy
+// threads as cores, a feed thread started and woken per task took cores from the training
+// threads, and a synchronous step waits for the rank that lost its core. The next Take that finds
+// the answer in holds the task with its rows ready. From the Ask on the task counts as held:
+// Exchange waits for an answer still out (and its decode), so the next commit names it (Note
+// [Task positions], step 2) and a new generation adopts it; its decoded rows count as read only
+// when Take hands them to a step. A worker that dies, or a generation that rolls back, before a
+// commit named it leaves it pending in the store with no holder in any commit: the case of step
+// 5 (a task taken after the last commit and rolled back), where EndEpoch puts it back in todo. So
+// it is read in exactly one committed update either way.
 //
 // Note [Master calls]
 // Every call of the task master is a store transaction (a read and a compare-and-set, two round
@@ -390,8 +396,19 @@ absl::Status TaskData::Prefetch(int64_t epoch, int64_t n) {
   }
   asking_epoch_ = epoch;
   if (master_thread_ == nullptr) master_thread_ = std::make_unique<MasterThread>();
-  asking_ = master_thread_->Run(
-      [master = master_.get(), epoch, worker = Worker()] { return master->Ask(epoch, worker); });
+  // Reads on the master thread only the const members and the (thread-safe) index cache.
+  asking_ = master_thread_->Run([this, epoch, worker = Worker()] {
+    Asked asked{master_->Ask(epoch, worker), nullptr};
+    if (asked.answer.ok() && asked.answer->kind == data::TaskAnswer::kTask) {
+      data::TaskFeedOptions fo;
+      fo.index_cache = indexes_;
+      absl::StatusOr<std::unique_ptr<data::TaskFeed>> feed =
+          data::TaskFeed::ReadNow(RangeOf(asked.answer->task, 0), layout_, fo);
+      // A bad layout fails StartFeed's Start again, on the training thread, where it is reported.
+      if (feed.ok()) asked.feed = *std::move(feed);
+    }
+    return asked;
+  });
   return absl::OkStatus();
 }
 
@@ -400,12 +417,13 @@ absl::Status TaskData::TakeAsked(bool wait) {
   if (!wait && asking_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(data::TaskAnswer a, asking_.get());
+  Asked asked = asking_.get();
+  ASSIGN_OR_RETURN(data::TaskAnswer a, std::move(asked.answer));
   if (a.kind != data::TaskAnswer::kTask) {
     ahead_epoch_ = asking_epoch_;  // none to spare now; Take still asks when it runs out
     return absl::OkStatus();
   }
-  held_.push_back(Held{a.task, 0, nullptr});
+  held_.push_back(Held{a.task, 0, std::move(asked.feed)});
   return StartFeed(held_.size() - 1);
 }
 

@@ -121,6 +121,8 @@ class TaskData {
            data::TaskFeedLayout layout);
   // Starts the feed of held_[i] if it has none.
   absl::Status StartFeed(size_t i);
+  // The records of `task` from record `used` on.
+  data::RecordRange RangeOf(const data::Task& task, int64_t used) const;
   // Note [Task prefetch]: asks for one more task once the held ones run low, on another thread.
   absl::Status Prefetch(int64_t epoch, int64_t n);
   // Holds the task of the prefetch Ask in flight, if any, and starts its feed; waits for the
@@ -146,7 +148,11 @@ class TaskData {
   std::vector<int64_t> done_;       // see done()
   std::vector<int64_t> finishing_;  // every rank's used-up tasks of the last Exchange
   // Note [Master calls]: the store round trips that run beside the training thread.
-  std::future<absl::StatusOr<data::TaskAnswer>> asking_;  // a prefetch Ask
+  struct Asked {
+    absl::StatusOr<data::TaskAnswer> answer;
+    std::unique_ptr<data::TaskFeed> feed;  // the task's rows, read ahead (null: none)
+  };
+  std::future<Asked> asking_;  // a prefetch Ask
   int64_t asking_epoch_ = -1;
   std::future<absl::Status> finish_call_;  // the used-up tasks of the last commit
   bool tail_ = false;  // the last TakeStep found no sample on any rank: the next Finish waits

@@ -35,6 +35,34 @@ int64_t ShardIndexCache::size() const {
   return static_cast<int64_t>(indexes_.size());
 }
 
+absl::StatusOr<std::shared_ptr<const std::vector<uint64_t>>> IndexForRange(
+    const RecordRange& range, ShardIndexCache* cache, absl::string_view asker) {
+  std::shared_ptr<const std::vector<uint64_t>> index;
+  if (cache != nullptr) {
+    ASSIGN_OR_RETURN(index, cache->Get(range.shard));
+  } else {
+    ASSIGN_OR_RETURN(std::vector<uint64_t> read, ReadIndex(range.shard));
+    index = std::make_shared<const std::vector<uint64_t>>(std::move(read));
+  }
+  const int64_t count = static_cast<int64_t>(index->size()) - 1;
+  if (range.end > count) {
+    return absl::OutOfRangeError(absl::StrCat("shard ", range.shard, " has ", count, " records; ",
+                                              asker, " asks for [", range.begin, ", ", range.end,
+                                              ")"));
+  }
+  return index;
+}
+
+absl::Status CheckShardSize(const std::string& shard, uint64_t size,
+                            const std::vector<uint64_t>& offsets) {
+  if (size == offsets.back()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "shard ", shard, " is ", size, " bytes but its index says ", offsets.back(),
+      size < offsets.back() ? absl::StrCat(": truncated shard (the records from byte offset ", size,
+                                           " on are missing)")
+                            : ": the shard was changed after its index was written"));
+}
+
 absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Create(std::vector<RecordRange> ranges,
                                                                  ShardReaderOptions options) {
   if (options.max_buffered_bytes <= 0) {
@@ -88,33 +116,15 @@ absl::Status ShardReader::ReadRange(size_t r) {
     std::lock_guard<std::mutex> lock(mu_);
     position_ = absl::StrCat("the index of shard ", range.shard, " (range ", r, ")");
   }
-  std::shared_ptr<const std::vector<uint64_t>> cached;
-  if (options_.index_cache != nullptr) {
-    ASSIGN_OR_RETURN(cached, options_.index_cache->Get(range.shard));
-  } else {
-    ASSIGN_OR_RETURN(std::vector<uint64_t> read, ReadIndex(range.shard));
-    cached = std::make_shared<const std::vector<uint64_t>>(std::move(read));
-  }
-  const std::vector<uint64_t>& offsets = *cached;
-  const int64_t count = static_cast<int64_t>(offsets.size()) - 1;
-  if (range.end > count) {
-    return absl::OutOfRangeError(absl::StrCat("shard ", range.shard, " has ", count,
-                                              " records; range ", r, " asks for [", range.begin,
-                                              ", ", range.end, ")"));
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<uint64_t>> index,
+                   IndexForRange(range, options_.index_cache.get(), absl::StrCat("range ", r)));
+  const std::vector<uint64_t>& offsets = *index;
   struct stat st;
   if (::stat(range.shard.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("shard ", range.shard, " (named by range ", r,
                                             ") cannot be read; its index exists"));
   }
-  if (static_cast<uint64_t>(st.st_size) != offsets.back()) {
-    return absl::DataLossError(absl::StrCat(
-        "shard ", range.shard, " is ", st.st_size, " bytes but its index says ", offsets.back(),
-        static_cast<uint64_t>(st.st_size) < offsets.back()
-            ? ": truncated shard (the records from byte offset " + std::to_string(st.st_size) +
-                  " on are missing)"
-            : ": the shard was changed after its index was written"));
-  }
+  RETURN_IF_ERROR(CheckShardSize(range.shard, static_cast<uint64_t>(st.st_size), offsets));
   ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
                    RecordReader::Open(range.shard, static_cast<int64_t>(offsets[range.begin])));
   const int64_t chunk_limit = std::min<int64_t>(256 << 10, options_.max_buffered_bytes / 2);

@@ -40,6 +40,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace paddle {
@@ -69,6 +70,19 @@ class ShardIndexCache {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const std::vector<uint64_t>>> indexes_ ABSL_GUARDED_BY(mu_);
 };
+
+// The index of `range.shard`, from `cache` (null: read for this call), checked to cover the range:
+// kOutOfRange naming the shard, its record count and the range that `asker` ("the task",
+// "range 3") asks for unless range.end is at most the count; ReadIndex's errors otherwise. Shared
+// by the readers of ranges (ShardReader, TaskFeed).
+absl::StatusOr<std::shared_ptr<const std::vector<uint64_t>>> IndexForRange(const RecordRange& range,
+                                                                           ShardIndexCache* cache,
+                                                                           absl::string_view asker);
+// kDataLoss naming the shard and both sizes unless `size`, the shard file's, is the size its
+// index `offsets` ends with: a truncated shard (naming the first missing byte) or one changed
+// after its index was written.
+absl::Status CheckShardSize(const std::string& shard, uint64_t size,
+                            const std::vector<uint64_t>& offsets);
 
 struct ShardReaderOptions {
   int64_t max_buffered_bytes = int64_t{32} << 20;

@@ -26,8 +26,8 @@ constexpr uint64_t kBlockBytes = uint64_t{256} << 10;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::Start(RecordRange range, TaskFeedLayout layout,
-                                                          TaskFeedOptions options) {
+absl::Status TaskFeed::CheckArguments(const RecordRange& range, const TaskFeedLayout& layout,
+                                      const TaskFeedOptions& options) {
   const int64_t fields = layout.record_bytes - 8;
   if (layout.image_bytes <= 0 || layout.label_offset < 0 || layout.image_offset < 0 ||
       layout.label_offset >= fields || layout.image_offset + layout.image_bytes > fields ||
@@ -42,8 +42,24 @@ absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::Start(RecordRange range, Tas
                                                    " is [", range.begin, ", ", range.end,
                                                    "), not a range"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::Start(RecordRange range, TaskFeedLayout layout,
+                                                          TaskFeedOptions options) {
+  RETURN_IF_ERROR(CheckArguments(range, layout, options));
   std::unique_ptr<TaskFeed> feed(new TaskFeed(std::move(range), layout, std::move(options)));
   feed->producer_ = std::thread([f = feed.get()] { f->Produce(); });
+  return feed;
+}
+
+absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::ReadNow(RecordRange range,
+                                                            TaskFeedLayout layout,
+                                                            TaskFeedOptions options) {
+  RETURN_IF_ERROR(CheckArguments(range, layout, options));
+  std::unique_ptr<TaskFeed> feed(new TaskFeed(std::move(range), layout, std::move(options)));
+  feed->bounded_ = false;
+  feed->Produce();
   return feed;
 }
 
@@ -61,7 +77,7 @@ TaskFeed::~TaskFeed() {
   }
   cancelled_.store(true, std::memory_order_relaxed);
   cv_.notify_all();
-  producer_.join();
+  if (producer_.joinable()) producer_.join();
 }
 
 void TaskFeed::Produce() {
@@ -84,7 +100,9 @@ TaskFeed::Slab TaskFeed::FreeSlab() {
 
 bool TaskFeed::Push(Slab slab) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < options_.max_slabs; });
+  cv_.wait(lock, [&] {
+    return stop_ || !bounded_ || static_cast<int>(queue_.size()) < options_.max_slabs;
+  });
   if (stop_) return false;
   queue_.push_back(std::move(slab));
   cv_.notify_all();
@@ -94,20 +112,9 @@ bool TaskFeed::Push(Slab slab) {
 absl::Status TaskFeed::ReadRange() {
   const RecordRange& range = range_;
   if (range.begin == range.end) return absl::OkStatus();
-  std::shared_ptr<const std::vector<uint64_t>> cached;
-  if (options_.index_cache != nullptr) {
-    ASSIGN_OR_RETURN(cached, options_.index_cache->Get(range.shard));
-  } else {
-    ASSIGN_OR_RETURN(std::vector<uint64_t> read, ReadIndex(range.shard));
-    cached = std::make_shared<const std::vector<uint64_t>>(std::move(read));
-  }
-  const std::vector<uint64_t>& offsets = *cached;
-  const int64_t count = static_cast<int64_t>(offsets.size()) - 1;
-  if (range.end > count) {
-    return absl::OutOfRangeError(absl::StrCat("shard ", range.shard, " has ", count,
-                                              " records; the task asks for [", range.begin, ", ",
-                                              range.end, ")"));
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<uint64_t>> index,
+                   IndexForRange(range, options_.index_cache.get(), "the task"));
+  const std::vector<uint64_t>& offsets = *index;
   const int fd = ::open(range.shard.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat("shard ", range.shard, " cannot be opened (",
@@ -122,14 +129,7 @@ absl::Status TaskFeed::ReadRange() {
     return absl::InternalError(
         absl::StrCat("stat of shard ", range.shard, ": ", std::strerror(errno)));
   }
-  if (static_cast<uint64_t>(st.st_size) != offsets.back()) {
-    return absl::DataLossError(absl::StrCat(
-        "shard ", range.shard, " is ", st.st_size, " bytes but its index says ", offsets.back(),
-        static_cast<uint64_t>(st.st_size) < offsets.back()
-            ? ": truncated shard (the records from byte offset " + std::to_string(st.st_size) +
-                  " on are missing)"
-            : ": the shard was changed after its index was written"));
-  }
+  RETURN_IF_ERROR(CheckShardSize(range.shard, static_cast<uint64_t>(st.st_size), offsets));
   std::vector<char> block;
   for (int64_t first = range.begin; first < range.end;) {
     if (cancelled_.load(std::memory_order_relaxed)) {

@@ -16,6 +16,10 @@
 // The layout is that of a ShardSet record (shard_set.h): the 8-byte sample id, then the fields;
 // the feed reads a uint8 label field and a uint8 image field at the given offsets after the id.
 //
+// ReadNow does the same work on the calling thread, all of the range at once, for a caller that
+// already runs beside the training thread (examples/fashion_mnist_tasks.cc reads the task it asked
+// for ahead on its task-master thread): no thread is started, woken or joined per task.
+//
 // Errors (a missing shard or index, a corrupt or truncated shard, naming the shard and byte
 // offset; a record of the wrong size) come from Take() after the rows before them, and again on
 // every later call. Take() waits at most `timeout` for a slab. Not thread-safe: one consumer calls
@@ -62,6 +66,11 @@ class TaskFeed {
   // fields lie inside the record and max_slabs > 0.
   static absl::StatusOr<std::unique_ptr<TaskFeed>> Start(RecordRange range, TaskFeedLayout layout,
                                                          TaskFeedOptions options = {});
+  // Reads, checks and decodes all of `range` on the calling thread, with no prefetch thread and
+  // no bound on the slabs (the whole range's rows, 4 bytes a pixel, are held): for a caller that
+  // is already off the training thread, so that Take() only copies. Errors as Start's.
+  static absl::StatusOr<std::unique_ptr<TaskFeed>> ReadNow(RecordRange range, TaskFeedLayout layout,
+                                                           TaskFeedOptions options = {});
   ~TaskFeed();
   TaskFeed(const TaskFeed&) = delete;
   TaskFeed& operator=(const TaskFeed&) = delete;
@@ -79,6 +88,9 @@ class TaskFeed {
     size_t image_capacity = 0;  // floats
     std::vector<int64_t> labels, ids;
   };
+  // kInvalidArgument for a bad layout, max_slabs or range (see Start).
+  static absl::Status CheckArguments(const RecordRange& range, const TaskFeedLayout& layout,
+                                     const TaskFeedOptions& options);
   TaskFeed(RecordRange range, TaskFeedLayout layout, TaskFeedOptions options);
   void Produce();
   // Reads and decodes the whole range; the rows before an error are queued before it returns.
@@ -90,13 +102,15 @@ class TaskFeed {
                       int64_t n, Slab* slab) const;
   // A slab to fill: a used one if the consumer gave one back.
   Slab FreeSlab();
-  // Waits for room and queues `slab`; false if the feed is being destroyed.
+  // Waits for room (unless ReadNow fills the feed) and queues `slab`; false if the feed is being
+  // destroyed.
   bool Push(Slab slab);
 
   const RecordRange range_;
   const TaskFeedLayout layout_;
   const TaskFeedOptions options_;
   float table_[256];
+  bool bounded_ = true;  // at most max_slabs queued; false for ReadNow
   std::thread producer_;
   std::atomic<bool> cancelled_{false};  // stop_, for the producer to check without the lock
   Slab current_;                        // the consumer's: the slab it takes rows from

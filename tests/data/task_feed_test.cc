@@ -1,7 +1,8 @@
-// TaskFeed: rows decoded on the feed's thread come out in record order with the right ids,
-// labels and normalized pixels, across slab and call boundaries; a corrupt record is an error
-// after the rows before it; a truncated shard is an error before any row; destruction mid-range
-// does not wait for the range; a shared ShardIndexCache reads each shard's index once.
+// TaskFeed, read on its own thread (Start) and on the caller's (ReadNow) alike: rows come out in
+// record order with the right ids, labels and normalized pixels, across slab and call
+// boundaries; a corrupt record is an error after the rows before it; a range past the shard's
+// end and a truncated shard are errors before any row. Start's feed, destroyed mid-range, does
+// not wait for the range; a shared ShardIndexCache reads each shard's index once.
 #include "paddle/data/task_feed.h"
 
 #include <stdlib.h>
@@ -9,7 +10,9 @@
 
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,11 +60,22 @@ TaskFeedLayout Layout() {
   return l;
 }
 
-TEST(TaskFeedTest, RowsInOrderAcrossSlabsAndCalls) {
+// The feed of `range`, started (false) or read now (true).
+class TaskFeedModes : public ::testing::TestWithParam<bool> {
+ protected:
+  absl::StatusOr<std::unique_ptr<TaskFeed>> Open(RecordRange range, TaskFeedLayout layout,
+                                                 TaskFeedOptions options = {}) {
+    return GetParam() ? TaskFeed::ReadNow(std::move(range), layout, std::move(options))
+                      : TaskFeed::Start(std::move(range), layout, std::move(options));
+  }
+};
+INSTANTIATE_TEST_SUITE_P(StartAndReadNow, TaskFeedModes, ::testing::Bool());
+
+TEST_P(TaskFeedModes, RowsInOrderAcrossSlabsAndCalls) {
   const std::string a = WriteSamples(TempDir() + "/a", 1000, 5000);
   TaskFeedOptions options;
   options.max_slabs = 1;  // the producer waits for the consumer often
-  auto feed = TaskFeed::Start({a, 123, 4321}, Layout(), options);
+  auto feed = Open({a, 123, 4321}, Layout(), options);
   ASSERT_TRUE(feed.ok()) << feed.status();
   std::vector<float> images(97 * kPixels);
   std::vector<int64_t> labels(97), ids;
@@ -84,7 +98,7 @@ TEST(TaskFeedTest, RowsInOrderAcrossSlabsAndCalls) {
   EXPECT_EQ((*feed)->Take(5, images.data(), labels.data(), &ids).value(), 0);
 }
 
-TEST(TaskFeedTest, CorruptRecordIsAnErrorAfterTheRowsBeforeIt) {
+TEST_P(TaskFeedModes, CorruptRecordIsAnErrorAfterTheRowsBeforeIt) {
   const std::string a = WriteSamples(TempDir() + "/a", 0, 100);
   std::vector<uint64_t> index = *ReadIndex(a);
   std::string bytes;
@@ -97,7 +111,7 @@ TEST(TaskFeedTest, CorruptRecordIsAnErrorAfterTheRowsBeforeIt) {
     std::ofstream out(a, std::ios::binary | std::ios::trunc);
     out << bytes;
   }
-  auto feed = TaskFeed::Start({a, 50, 100}, Layout());
+  auto feed = Open({a, 50, 100}, Layout());
   ASSERT_TRUE(feed.ok());
   std::vector<float> images(100 * kPixels);
   std::vector<int64_t> labels(100), ids;
@@ -112,12 +126,12 @@ TEST(TaskFeedTest, CorruptRecordIsAnErrorAfterTheRowsBeforeIt) {
             absl::StatusCode::kDataLoss);
 }
 
-TEST(TaskFeedTest, WrongRecordSizeAndBadLayout) {
+TEST_P(TaskFeedModes, WrongRecordSizeAndBadLayout) {
   const std::string a = WriteSamples(TempDir() + "/a", 0, 10);
   TaskFeedLayout wide = Layout();
   wide.record_bytes += 1;
   wide.image_bytes += 1;
-  auto feed = TaskFeed::Start({a, 0, 10}, wide);
+  auto feed = Open({a, 0, 10}, wide);
   ASSERT_TRUE(feed.ok());
   std::vector<float> images(10 * (kPixels + 1));
   std::vector<int64_t> labels(10), ids;
@@ -126,15 +140,22 @@ TEST(TaskFeedTest, WrongRecordSizeAndBadLayout) {
   EXPECT_NE(got.status().message().find("record 0 of " + a), std::string::npos) << got.status();
   TaskFeedLayout outside = Layout();
   outside.image_offset = 2;  // the image would end past the record
-  EXPECT_EQ(TaskFeed::Start({a, 0, 10}, outside).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Open({a, 0, 10}, outside).status().code(), absl::StatusCode::kInvalidArgument);
+  auto past = Open({a, 5, 11}, Layout());
+  ASSERT_TRUE(past.ok());
+  got = (*past)->Take(6, images.data(), labels.data(), &ids);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kOutOfRange) << got.status();
+  EXPECT_NE(got.status().message().find(
+                absl::StrCat("shard ", a, " has 10 records; the task asks for [5, 11)")),
+            std::string::npos)
+      << got.status();
 }
 
-TEST(TaskFeedTest, TruncatedShardIsAnErrorBeforeAnyRow) {
+TEST_P(TaskFeedModes, TruncatedShardIsAnErrorBeforeAnyRow) {
   const std::string a = WriteSamples(TempDir() + "/a", 0, 100);
   std::vector<uint64_t> index = *ReadIndex(a);
   ASSERT_EQ(truncate(a.c_str(), static_cast<off_t>(index[90] + 5)), 0);
-  auto feed = TaskFeed::Start({a, 0, 50}, Layout());  // the range itself is intact
+  auto feed = Open({a, 0, 50}, Layout());  // the range itself is intact
   ASSERT_TRUE(feed.ok());
   std::vector<float> images(50 * kPixels);
   std::vector<int64_t> labels(50), ids;
