@@ -388,6 +388,10 @@ int Run(const Options& o) {
         epoch + 1, eval->auc, eval->log_loss, *best_auc, rate, group.world, bytes_per_step, o.table,
         train_loss, static_cast<int>(o.local_sgd));
   }
+  // The verdict on the job's collectives, its last one's included (Note [Ring stamp]).
+  if (group.comm) {
+    if (absl::Status st = group.comm->Shutdown(); !st.ok()) return fail(st);
+  }
   if (leader) std::printf("%s\n", last_json.c_str());
   return 0;
 }

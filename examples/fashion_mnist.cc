@@ -777,6 +777,11 @@ int Run(const Options& o) {
     if (!global.ok()) return fail(global.status());
     if (leader) std::printf("%s\n", global->c_str());
   }
+  // The verdict on the job's collectives, its last one's included (Note [Ring stamp]): a rank
+  // may have completed that one before learning that another rank called something else.
+  if (group.comm) {
+    if (absl::Status st = group.comm->Shutdown(); !st.ok()) return fail(st);
+  }
   if (!leader) return 0;
   if (last_json.empty()) {
     last_json =

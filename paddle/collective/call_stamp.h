@@ -32,8 +32,9 @@
 // patterns wait on each other in a cycle that crosses no mismatched pair (three ranks over TCP:
 // a broadcast from rank 1 against a recursive-doubling allreduce), which otherwise ended at the
 // timeout. A call that every rank completes (roots that differ in a ring broadcast) may return
-// before the ring stamp is compared; one of the next calls fails then. On the node workspace an
-// empty call takes one round that only compares stamps. Point-to-point calls are not stamped:
+// before the ring stamp is compared; one of the next calls fails then, and after a job's last
+// call Communicator::Shutdown returns it. On the node workspace an empty call takes one round
+// that only compares stamps. Point-to-point calls are not stamped:
 // the transport already checks their sizes. Stamps are raw bytes in host order: every rank runs
 // the same build.
 #ifndef PADDLE_COLLECTIVE_CALL_STAMP_H_

@@ -122,6 +122,16 @@ class Communicator {
   // Poisons the communicator with `cause` (Note [Communicator failure]); safe from any thread.
   virtual void Abort(const absl::Status& cause) = 0;
 
+  // Ends the communicator's use and returns its verdict (torch's destroy_process_group): waits
+  // for every operation submitted before it (each within its timeout), then for what the backend
+  // still checks after a call returned (native: the ring stamps still on their way, within the
+  // communicator's timeout: a job's last call may return before it is compared, Note [Ring
+  // stamp]), and returns the first failure: the poison cause, or a call mismatch naming the ranks
+  // and their calls. Later calls fail with kFailedPrecondition ("communicator was shut down");
+  // a second Shutdown returns the first one's status. The destructor still closes the
+  // transport. Default, for backends that check nothing after a call (Gloo, NCCL): OK.
+  virtual absl::Status Shutdown() { return absl::OkStatus(); }
+
  protected:
   Communicator() = default;
 };

@@ -229,7 +229,30 @@ void BindGroup(py::module_& d) {
           "abort",
           [](const Group& g, const std::string& why) { g.comm().Abort(absl::AbortedError(why)); },
           py::arg("reason"))
-      .def("close", &Group::Close, "Destroys the communicator (joins its threads).");
+      .def(
+          "close",
+          [](Group& g) {
+            Communicator* comm = nullptr;
+            try {
+              comm = &g.comm();
+            } catch (const py::value_error&) {
+              return;  // closed already
+            }
+            absl::Status verdict;
+            {
+              py::gil_scoped_release release;
+              verdict = comm->Shutdown();
+            }
+            g.Close();  // released whatever the verdict
+            // A mismatch found here is not the caller's bad argument (ValueError) but the job's
+            // collectives' failure: DistError, a RuntimeError.
+            if (absl::IsInvalidArgument(verdict)) {
+              verdict = absl::Status(absl::StatusCode::kAborted, verdict.message());
+            }
+            Check(verdict);
+          },
+          "Shuts the communicator down (Communicator::Shutdown: waits for its operations and the "
+          "last call checks), destroys it, then raises the shutdown's failure, if any.");
 }
 
 void BindDdp(py::module_& d) {

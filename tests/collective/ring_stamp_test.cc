@@ -3,7 +3,8 @@
 // in count, dtype, reduce op, root or operation. Every rank must fail fast, far within the
 // timeout, whether or not it exchanges messages with the odd rank in that call, and name it. And
 // the ring's pending stamps must cost agreeing calls nothing: long runs of calls in which some
-// ranks run ahead of their previous rank, then a clean close. Ranks are threads.
+// ranks run ahead of their previous rank, then a clean close. A mismatch in a job's last call is
+// returned by Communicator::Shutdown. Ranks are threads.
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -230,6 +231,54 @@ TEST(RingStampTest, RanksRunningAheadStayInStepAndCloseCleanly) {
     const absl::Time start = absl::Now();
     group->Destroy();
     EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "n=" << n;
+  }
+}
+
+// A job's last call may complete on every rank before its ring stamp is compared (Note [Ring
+// stamp]): roots that differ in a ring broadcast, where every rank receives only from a rank that
+// agrees with it, or from none. No next call finds the mismatch; Shutdown must return it on the
+// ranks that compare the odd rank's stamps (it and its next rank; a rank that found it first may
+// have failed the call itself) instead of leaving it to a log line.
+TEST(RingStampTest, ShutdownReturnsTheLastCallsMismatch) {
+  for (int odd_rank = 0; odd_rank < 3; ++odd_rank) {
+    std::unique_ptr<CommGroup> group = TcpGroup(3, "ring");
+    ASSERT_NE(group, nullptr);
+    const FailFastCase c{"ring", 3, odd_rank, Odd::kRoot};
+    std::vector<absl::Status> shutdowns(3);
+    std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(CheckedAllreduce(comm, rank, 10, 1));
+      const absl::Status call = OddCall(c, rank, comm);
+      const absl::Status shutdown = comm.Shutdown();
+      shutdowns[static_cast<size_t>(rank)] = shutdown;
+      if (absl::Now() - start > kTimeout / 6) {
+        return absl::InternalError(
+            absl::StrCat("took ", absl::FormatDuration(absl::Now() - start)));
+      }
+      if (comm.Shutdown() != shutdown) {
+        return absl::InternalError(
+            absl::StrCat("a second Shutdown returned another status than ", shutdown.ToString()));
+      }
+      if (!call.ok() && shutdown.ok()) {
+        return absl::InternalError(
+            absl::StrCat("Shutdown is OK after the call failed with ", call.ToString()));
+      }
+      const absl::Status after = comm.Barrier()->Wait();
+      if (!absl::IsFailedPrecondition(after)) {
+        return absl::InternalError(absl::StrCat("a call after Shutdown: ", after.ToString()));
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(AllOk(statuses)) << "odd rank " << odd_rank << ": " << DescribeFailures(statuses);
+    int named = 0;
+    for (const absl::Status& s : shutdowns) {
+      if (absl::IsInvalidArgument(s) &&
+          absl::StrContains(s.message(), "called different collectives") &&
+          absl::StrContains(s.message(), absl::StrCat("rank ", odd_rank, " called "))) {
+        ++named;
+      }
+    }
+    EXPECT_GE(named, 1) << "odd rank " << odd_rank << ": " << DescribeFailures(shutdowns);
   }
 }
 

@@ -557,14 +557,36 @@ RingStamps::RingStamps(Transport& transport, absl::Duration close_timeout)
       flusher_([this] { FlusherLoop(); }) {}
 
 RingStamps::~RingStamps() {
+  Close().IgnoreError();  // at once if it ran; an error is logged there
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // The requests must finish before their buffers go; after an Abort they fail at once.
+  std::vector<TransportRequest*> requests;
+  for (const auto& out : sends_) requests.push_back(out->request.get());
+  requests.push_back(recv_.get());
+  for (TransportRequest* request : requests) {
+    if (request == nullptr || request->IsCompleted()) continue;
+    (void)request->Wait(Deadline::After(kDrainTimeout));
+    if (request->IsCompleted()) continue;
+    transport_.Abort(absl::AbortedError("a ring stamp (Note [Ring stamp]) was abandoned at close"));
+    const absl::Status drained = request->Wait(Deadline::After(kDrainTimeout));
+    PADDLE_CHECK(request->IsCompleted())
+        << "the " << transport_.name() << " transport left a request pending "
+        << absl::FormatDuration(kDrainTimeout) << " after Abort (" << drained << ")";
+  }
+}
+
+absl::Status RingStamps::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return close_status_;
     stop_ = true;
   }
   wake_.notify_all();
   flusher_.join();
 
   std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
   FlushLocked();
   const Deadline deadline = Deadline::After(close_timeout_);
   absl::Status s = CompareLocked();
@@ -588,20 +610,8 @@ RingStamps::~RingStamps() {
     }
     transport_.Abort(s);
   }
-  // The requests must finish before their buffers go; after an Abort they fail at once.
-  std::vector<TransportRequest*> requests;
-  for (const auto& out : sends_) requests.push_back(out->request.get());
-  requests.push_back(recv_.get());
-  for (TransportRequest* request : requests) {
-    if (request == nullptr || request->IsCompleted()) continue;
-    (void)request->Wait(Deadline::After(kDrainTimeout));
-    if (request->IsCompleted()) continue;
-    transport_.Abort(absl::AbortedError("a ring stamp (Note [Ring stamp]) was abandoned at close"));
-    const absl::Status drained = request->Wait(Deadline::After(kDrainTimeout));
-    PADDLE_CHECK(request->IsCompleted())
-        << "the " << transport_.name() << " transport left a request pending "
-        << absl::FormatDuration(kDrainTimeout) << " after Abort (" << drained << ")";
-  }
+  close_status_ = s;
+  return s;
 }
 
 void RingStamps::BeginCall() {

@@ -54,7 +54,9 @@
 // operation. At most kMaxPendingRingStamps stamps may wait for their match (a rank that far ahead
 // of its previous rank then waits), and the communicator waits for the last ones before it closes
 // its transport (they come from ranks that reached the same calls: closing first would fail their
-// send, and a receive left posted would make the close an abort). Calls on the node workspace
+// send, and a receive left posted would make the close an abort): in Communicator::Shutdown,
+// which returns a mismatch of the job's last call (RingStamps::Close), else in its destructor,
+// which can only log it. Calls on the node workspace
 // compare stamps in its rounds instead (MarkWorkspaceCall), and the contexts of a subset
 // (OnSubset) leave the ring to the context of the whole group.
 //
@@ -276,12 +278,17 @@ class AlgorithmContext {
 // of a rank that went idle, never while an operation runs. The transport must outlive it.
 class RingStamps {
  public:
-  // `close_timeout`: how long the destructor waits for the stamps still on their way.
+  // `close_timeout`: how long Close waits for the stamps still on their way.
   RingStamps(Transport& transport, absl::Duration close_timeout);
-  // Sends the owed stamps, waits for the expected ones (they are on their way from ranks that
-  // reached the same calls) and compares them; one that does not come within the close timeout,
-  // or differs, aborts the transport (logged: nobody is left to return it to).
+  // Close() unless it ran (its error is logged: nobody may be left to return it to), then waits
+  // for the ring's requests to finish.
   ~RingStamps();
+  // After the last operation (Communicator::Shutdown): sends the owed stamps, waits for the
+  // expected ones (they are on their way from ranks that reached the same calls) and compares
+  // them; one that does not come within the close timeout, or differs, is the error, with the
+  // transport aborted. No operation may Record after it; a second call returns the first's
+  // status. Not concurrently with itself.
+  absl::Status Close();
   RingStamps(const RingStamps&) = delete;
   RingStamps& operator=(const RingStamps&) = delete;
 
@@ -349,6 +356,8 @@ class RingStamps {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;   // an operation runs
   bool armed_ ABSL_GUARDED_BY(mu_) = false;  // the flusher watches the clock
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Close ran; its verdict is close_status_
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
   Clock::time_point last_end_ ABSL_GUARDED_BY(mu_) = Clock::now();
   std::thread flusher_;  // last: it uses everything above
 };

@@ -170,15 +170,21 @@ def new_group(ranks=None):
 
 
 def destroy_process_group(group=None):
-    """Closes `group`, or the default group and with it paddle.distributed's state."""
+    """Closes `group`, or the default group and with it paddle.distributed's state.
+
+    Waits for the group's pending operations and for the checks still on their way after the
+    last call returned (a rank may complete its last collective before it learns that another
+    rank called a different one), then releases the group. Raises DistError (a RuntimeError)
+    naming the ranks and calls when that shows a failure; the group is released all the same.
+    """
     g = group if group is not None else _default["group"]
     if g is None or isinstance(g, _NonMember):
         return
-    if g._native is not None:
-        g._native.close()
-        g._native = None
     if group is None:
         _default["group"] = None
+    native, g._native = g._native, None
+    if native is not None:
+        native.close()
 
 
 def _as_tensor(obj, what, writable):

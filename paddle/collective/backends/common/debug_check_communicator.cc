@@ -153,6 +153,7 @@ absl::Status DebugCheckCommunicator::Check(const CollectiveCall& call, const abs
 std::shared_ptr<Work> DebugCheckCommunicator::CheckThenForward(
     const CollectiveCall& call, const absl::Status& args, const CallOptions& options,
     absl::FunctionRef<std::shared_ptr<Work>()> forward) {
+  if (shut_down_) return forward();  // refused by the wrapped communicator (Shutdown)
   std::lock_guard<std::mutex> lock(check_mu_);
   uint64_t seq = 0;
   const absl::Status verdict = Check(call, args, TimeoutOf(options, options_), &seq);
@@ -243,6 +244,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> DebugCheckCommunicator::Split(
     std::vector<int> ranks) {
   absl::Status args;
   const CollectiveCall what = checks_.Split(ranks, &args);
+  if (shut_down_) return inner_->Split(std::move(ranks));  // refused (Shutdown)
   std::lock_guard<std::mutex> lock(check_mu_);
   uint64_t seq = 0;
   RETURN_IF_ERROR(Check(what, args, options_.timeout, &seq));

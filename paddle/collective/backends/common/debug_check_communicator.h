@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "paddle/collective/backends/common/collective_call.h"
+#include "paddle/collective/backends/common/communicator_operations.h"
 #include "paddle/collective/backends/common/debug_checks.h"
 #include "paddle/collective/communicator.h"
 #include "paddle/collective/transport/transport.h"
@@ -65,26 +66,15 @@ class DebugCheckCommunicator final : public Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   Backend backend() const override { return inner_->backend(); }
+  // The wrapped communicator's verdict: every check ran before its call was forwarded, so its
+  // operations and their stamps are all there is left to wait for. Later calls go straight to
+  // it, which refuses them: a check would let a rank that failed it break the others' channel.
+  absl::Status Shutdown() override {
+    shut_down_ = true;
+    return inner_->Shutdown();
+  }
 
-  std::shared_ptr<Work> Allreduce(Tensor tensor, ReduceOp op, CallOptions call = {}) override;
-  std::shared_ptr<Work> Broadcast(Tensor tensor, int root, CallOptions call = {}) override;
-  std::shared_ptr<Work> Reduce(Tensor tensor, int root, ReduceOp op,
-                               CallOptions call = {}) override;
-  std::shared_ptr<Work> Allgather(Tensor input, Tensor output, CallOptions call = {}) override;
-  std::shared_ptr<Work> Allgatherv(Tensor input, Tensor output, std::vector<int64_t> counts,
-                                   CallOptions call = {}) override;
-  std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op,
-                                      CallOptions call = {}) override;
-  std::shared_ptr<Work> Alltoall(Tensor input, Tensor output, CallOptions call = {}) override;
-  std::shared_ptr<Work> Alltoallv(Tensor input, Tensor output, std::vector<int64_t> send_counts,
-                                  std::vector<int64_t> recv_counts, CallOptions call = {}) override;
-  std::shared_ptr<Work> Barrier(CallOptions call = {}) override;
-  std::shared_ptr<Work> Send(Tensor tensor, int dst, uint32_t tag = 0,
-                             CallOptions call = {}) override;
-  std::shared_ptr<Work> Recv(Tensor tensor, int src, uint32_t tag = 0,
-                             CallOptions call = {}) override;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(std::vector<int> ranks) override;
-  void Abort(const absl::Status& cause) override;
+  PADDLE_COMMUNICATOR_OPERATIONS;
 
  private:
   DebugCheckCommunicator(std::unique_ptr<Communicator> inner, const CommunicatorOptions& options,
@@ -120,6 +110,7 @@ class DebugCheckCommunicator final : public Communicator {
   const std::string store_prefix_;  // of the check channel, and of the splits' channels
   const std::string owner_;         // "rank 1/4"
   std::atomic<bool> broken_{false};
+  std::atomic<bool> shut_down_{false};
 
   std::mutex check_mu_;    // one check (and its forward) at a time, in sequence order
   uint64_t next_seq_ = 1;  // guarded by check_mu_

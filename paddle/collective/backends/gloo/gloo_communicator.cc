@@ -159,6 +159,17 @@ std::shared_ptr<Work> GlooCommunicator::Enqueue(const CollectiveCall& call,
   const std::string owner = absl::StrCat("rank ", rank_, "/", size_);
   std::lock_guard<std::mutex> lock(call_mu_);
   uint64_t& counter = IsPointToPoint(call.kind) ? next_p2p_seq_ : next_seq_;
+  if (shut_down_) {
+    auto work = std::make_shared<QueuedWork>(call.Describe(counter), counter, owner);
+    work->Complete(ErrorContext()
+                       .Rank(rank_, size_)
+                       .Op(OpKindName(call.kind), static_cast<int64_t>(counter))
+                       .Wrap(absl::FailedPreconditionError(absl::StrCat(
+                           work->Describe(),
+                           ": the communicator was shut down (Shutdown, "
+                           "destroy_process_group); create a new one for more calls"))));
+    return work;
+  }
   if (!args.ok()) {
     // A bad argument uses no sequence number and poisons nothing: every rank normally passes
     // the same arguments and fails alike, and the communicator stays usable.
@@ -175,6 +186,19 @@ std::shared_ptr<Work> GlooCommunicator::Enqueue(const CollectiveCall& call,
     return RunTask(call, seq, timeout, body);
   });
   return work;
+}
+
+absl::Status GlooCommunicator::Shutdown() {
+  // The queue runs in call order: once a no-op queued last has run, every operation has.
+  auto fence =
+      std::make_shared<QueuedWork>("shutdown", 0, absl::StrCat("rank ", rank_, "/", size_));
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    shut_down_ = true;
+    queue_->Enqueue(fence, [] { return WorkQueue::TaskResult(absl::OkStatus(), false); });
+  }
+  fence->Wait().IgnoreError();  // a poisoned queue's failure is its poison cause
+  return queue_->poison_cause();
 }
 
 WorkQueue::TaskResult GlooCommunicator::RunTask(const CollectiveCall& call, uint64_t seq,
@@ -464,6 +488,17 @@ std::shared_ptr<Work> GlooCommunicator::Recv(Tensor tensor, int src, uint32_t ta
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(std::vector<int> ranks) {
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    if (shut_down_) {
+      return ErrorContext()
+          .Rank(rank_, size_)
+          .Op("split")
+          .Wrap(absl::FailedPreconditionError(
+              "the communicator was shut down (Shutdown, destroy_process_group); create a new one "
+              "for more calls"));
+    }
+  }
   // Every rank counts its Split calls alike, so each call gets its own store prefix.
   const uint64_t index = splits_++;
   for (size_t i = 0; i < ranks.size(); ++i) {

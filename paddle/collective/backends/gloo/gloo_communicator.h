@@ -82,6 +82,9 @@ class GlooCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Backend backend() const override { return Backend::kGloo; }
+  // Waits for the queued operations; the poison cause, if any. Every call compares its stamps
+  // before it moves data (Note [Agreement check]), so nothing is left to check after it.
+  absl::Status Shutdown() override;
 
   PADDLE_COMMUNICATOR_OPERATIONS;
 
@@ -131,6 +134,7 @@ class GlooCommunicator : public Communicator {
   const CallChecks checks_;
 
   std::mutex call_mu_;
+  bool shut_down_ = false;     // guarded by call_mu_; later calls fail
   uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
   uint64_t next_p2p_seq_ = 1;  // guarded by call_mu_; send/recv
   uint64_t splits_ = 0;        // Split calls so far (the caller's thread)

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "paddle/collective/algorithms/tree_reduce.h"
 #include "paddle/collective/argument_checks.h"
 #include "paddle/collective/backends/common/collective_call.h"
+#include "paddle/collective/backends/common/communicator_operations.h"
 #include "paddle/collective/backends/common/work_queue.h"
 #include "paddle/collective/backends/native/communicator_settings.h"
 #include "paddle/collective/backends/native/cuda_support.h"
@@ -121,23 +123,9 @@ class NativeCommunicator final : public Communicator {
   int rank() const override { return options_.rank; }
   int size() const override { return options_.world_size; }
   Backend backend() const override { return Backend::kNative; }
+  absl::Status Shutdown() override;
 
-  std::shared_ptr<Work> Allreduce(Tensor tensor, ReduceOp op, CallOptions call) override;
-  std::shared_ptr<Work> Broadcast(Tensor tensor, int root, CallOptions call) override;
-  std::shared_ptr<Work> Reduce(Tensor tensor, int root, ReduceOp op, CallOptions call) override;
-  std::shared_ptr<Work> Allgather(Tensor input, Tensor output, CallOptions call) override;
-  std::shared_ptr<Work> Allgatherv(Tensor input, Tensor output, std::vector<int64_t> counts,
-                                   CallOptions call) override;
-  std::shared_ptr<Work> ReduceScatter(Tensor input, Tensor output, ReduceOp op,
-                                      CallOptions call) override;
-  std::shared_ptr<Work> Alltoall(Tensor input, Tensor output, CallOptions call) override;
-  std::shared_ptr<Work> Alltoallv(Tensor input, Tensor output, std::vector<int64_t> send_counts,
-                                  std::vector<int64_t> recv_counts, CallOptions call) override;
-  std::shared_ptr<Work> Barrier(CallOptions call) override;
-  std::shared_ptr<Work> Send(Tensor tensor, int dst, uint32_t tag, CallOptions call) override;
-  std::shared_ptr<Work> Recv(Tensor tensor, int src, uint32_t tag, CallOptions call) override;
-  absl::StatusOr<std::unique_ptr<Communicator>> Split(std::vector<int> ranks) override;
-  void Abort(const absl::Status& cause) override;
+  PADDLE_COMMUNICATOR_OPERATIONS;
 
  private:
   // What a task runs once its context exists.
@@ -198,6 +186,10 @@ class NativeCommunicator final : public Communicator {
   std::mutex call_mu_;
   uint64_t next_seq_ = 1;      // guarded by call_mu_; collectives
   uint64_t next_p2p_seq_ = 1;  // guarded by call_mu_; Send and Recv
+  bool shut_down_ = false;     // guarded by call_mu_; later calls fail
+  // One Shutdown at a time; its verdict, for the next one.
+  std::mutex shutdown_mu_;
+  std::optional<absl::Status> shutdown_status_;  // guarded by shutdown_mu_
 
   // Last: its thread runs tasks that use everything above, and is joined first.
   // Scratch memory of the algorithms, kept between operations (one runs at a time).
@@ -215,6 +207,16 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
   std::lock_guard<std::mutex> lock(call_mu_);
   const uint64_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
   auto work = std::make_shared<QueuedWork>(call.Describe(seq), seq, owner_, queue_.waiter_hook());
+  if (shut_down_) {
+    work->Complete(ErrorContext()
+                       .Rank(rank(), size())
+                       .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
+                       .Wrap(absl::FailedPreconditionError(absl::StrCat(
+                           work->Describe(),
+                           ": the communicator was shut down (Shutdown, "
+                           "destroy_process_group); create a new one for more calls"))));
+    return work;
+  }
   if (!arguments.ok()) {
     work->Complete(ErrorContext()
                        .Rank(rank(), size())
@@ -227,6 +229,31 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
     return RunTask(call, seq, timeout, body, cuda);
   });
   return work;
+}
+
+absl::Status NativeCommunicator::Shutdown() {
+  std::lock_guard<std::mutex> shutdown_lock(shutdown_mu_);
+  if (shutdown_status_.has_value()) return *shutdown_status_;
+  // Note [Ring stamp]: the stamps still on their way are compared after every queued operation,
+  // on the queue (one operation at a time), so the last call's mismatch is returned, not logged.
+  auto verdict = std::make_shared<absl::Status>();
+  auto fence = std::make_shared<QueuedWork>("shutdown", 0, owner_, queue_.waiter_hook());
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    shut_down_ = true;
+    queue_.Enqueue(fence, [this, verdict]() -> WorkQueue::TaskResult {
+      *verdict = ring_stamps_.Close();
+      return {absl::OkStatus(), /*poison=*/false};  // poisoned below, with the bare verdict
+    });
+  }
+  fence->Wait().IgnoreError();  // a poisoned queue's failure is its poison cause
+  absl::Status s = queue_.poison_cause();
+  if (s.ok() && !verdict->ok()) {
+    s = *verdict;
+    queue_.Poison(s);
+  }
+  shutdown_status_ = s;
+  return s;
 }
 
 WorkQueue::TaskResult NativeCommunicator::RunTask(const CollectiveCall& call, uint64_t seq,

@@ -41,6 +41,8 @@
 //   and connects the new group within connect_timeout; failing to connect fails the Split only.
 // - The destructor lets the queued operations finish (each bounded by its timeout; at once if the
 //   communicator is poisoned), then closes the transport. Wait for your Works, or Abort(), first.
+//   Shutdown() first returns the verdict: the poison cause, or a mismatch that only the ring
+//   stamps still on their way show (Note [Ring stamp]).
 #ifndef PADDLE_COLLECTIVE_BACKENDS_NATIVE_NATIVE_COMMUNICATOR_H_
 #define PADDLE_COLLECTIVE_BACKENDS_NATIVE_NATIVE_COMMUNICATOR_H_
 
