@@ -250,8 +250,8 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
   }
   Communicator& comm = *group_->comm();
   ASSIGN_OR_RETURN(BatchShare share,
-                   ShareOfGlobalBatch(run_.train.size(), p.samples, GlobalBatch(comm.size()),
-                                      comm.rank(), comm.size()));
+                   ShareOfGlobalBatch(run_.train.size(), p.samples, GlobalBatch(comm.world_size()),
+                                      comm.rank(), comm.world_size()));
   Tensor images, labels;
   RETURN_IF_ERROR(
       Gather(run_.train, order_, p.samples + share.begin, share.count, &images, &labels));
@@ -259,7 +259,7 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
     // The schedule follows the samples seen (steps differ with the world size), its LR scaled
     // by the linear rule: world / most workers.
     const int64_t at = (p.epoch * run_.train.size() + p.samples) / run_.batch;
-    opt_->set_lr(schedule_->LrAt(at) * static_cast<double>(comm.size()) /
+    opt_->set_lr(schedule_->LrAt(at) * static_cast<double>(comm.world_size()) /
                  static_cast<double>(max_size_));
   } else {
     opt_->set_lr(schedule_->LrAt(p.step));
@@ -270,7 +270,7 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
   // DDP averages over ranks; weighting by the share makes that the global batch's mean.
   ASSIGN_OR_RETURN(Tensor weight, Tensor::Empty(loss.shape(), DType::kFloat32));
   weight.data<float>()[0] =
-      static_cast<float>(share.count * comm.size()) / static_cast<float>(share.global_size);
+      static_cast<float>(share.count * comm.world_size()) / static_cast<float>(share.global_size);
   ASSIGN_OR_RETURN(nn::Variable weighted, nn::functional::Mul(loss, nn::Variable(weight)));
   RETURN_IF_ERROR(ddp_->Backward(weighted));
   RETURN_IF_ERROR(opt_->Step());
@@ -300,7 +300,7 @@ absl::Status Trainer::TaskStep(int64_t* global_size, double* loss_out) {
   // for the dummy sample of a rank that had none).
   ASSIGN_OR_RETURN(Tensor weight, Tensor::Empty(loss.shape(), DType::kFloat32));
   weight.data<float>()[0] =
-      static_cast<float>(got * comm.size()) / static_cast<float>(*global_size);
+      static_cast<float>(got * comm.world_size()) / static_cast<float>(*global_size);
   ASSIGN_OR_RETURN(nn::Variable weighted, nn::functional::Mul(loss, nn::Variable(weight)));
   RETURN_IF_ERROR(ddp_->Backward(weighted));
   RETURN_IF_ERROR(opt_->Step());

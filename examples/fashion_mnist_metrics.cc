@@ -15,7 +15,7 @@ namespace paddle::examples {
 
 absl::StatusOr<std::string> EvaluateOverRanks(nn::Module& model, const data::Dataset& test,
                                               Communicator* comm) {
-  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->world_size() : 1;
   const int64_t begin = test.size() * rank / world, end = test.size() * (rank + 1) / world;
   ClassificationTotals totals;
   ASSIGN_OR_RETURN(AucHistogram footwear, AucHistogram::Create());

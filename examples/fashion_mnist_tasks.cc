@@ -326,7 +326,7 @@ int64_t TaskData::RecordsHeld() const {
 absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int64_t epoch,
                                                          int64_t step, int64_t global_batch) {
   const int64_t mine =
-      global_batch / comm.size() + (comm.rank() < global_batch % comm.size() ? 1 : 0);
+      global_batch / comm.world_size() + (comm.rank() < global_batch % comm.world_size() ? 1 : 0);
   StepSamples s;
   ASSIGN_OR_RETURN(s.got, Take(epoch, step, mine, &s.images, &s.labels));
   tail_ = false;
@@ -341,14 +341,14 @@ absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int
     return s;
   }
   // [the step's samples, then per rank the full steps its held tasks still cover]
-  ASSIGN_OR_RETURN(Tensor count, Tensor::Zeros({1 + comm.size()}, DType::kInt64));
+  ASSIGN_OR_RETURN(Tensor count, Tensor::Zeros({1 + comm.world_size()}, DType::kInt64));
   int64_t* c = count.data<int64_t>();
   c[0] = s.got;
   c[1 + comm.rank()] = s.got == mine ? RecordsHeld() / std::max<int64_t>(mine, 1) : 0;
   RETURN_IF_ERROR(comm.Allreduce(count, ReduceOp::kSum)->Wait());
   s.global = c[0];
   tail_ = s.global == 0;
-  full_steps_ = *std::min_element(c + 1, c + 1 + comm.size());
+  full_steps_ = *std::min_element(c + 1, c + 1 + comm.world_size());
   return s;
 }
 
@@ -484,7 +484,7 @@ absl::StatusOr<int64_t> TaskData::Take(int64_t epoch, int64_t step, int64_t n, T
 
 absl::Status TaskData::Exchange(Communicator& comm, std::map<std::string, int64_t>& extras) {
   RETURN_IF_ERROR(TakeAsked(/*wait=*/true));  // the commit names every task asked for before it
-  const int64_t max_share = Ceil(options_.global_batch, comm.size());
+  const int64_t max_share = Ceil(options_.global_batch, comm.world_size());
   const int64_t width = 2 + 3 * kMaxHeld + options_.commit_every * (3 + max_share);
   if (static_cast<int64_t>(held_.size()) > kMaxHeld) {
     return absl::FailedPreconditionError(absl::StrCat("--data=tasks: rank ", comm.rank(), " holds ",
@@ -514,13 +514,13 @@ absl::Status TaskData::Exchange(Communicator& comm, std::map<std::string, int64_
     b[at++] = static_cast<int64_t>(l.ids.size());
     for (int64_t id : l.ids) b[at++] = id;
   }
-  ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({width * comm.size()}, DType::kInt64));
+  ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({width * comm.world_size()}, DType::kInt64));
   RETURN_IF_ERROR(comm.Allgather(mine, all)->Wait());
   const int64_t* a = all.data<int64_t>();
   InitExtras(extras);
   int64_t open = 0;
   committing_.clear();
-  for (int r = 0; r < comm.size(); ++r) {
+  for (int r = 0; r < comm.world_size(); ++r) {
     const int64_t* p = a + r * width;
     const int64_t n = p[0];
     for (int64_t i = 0; i < n; ++i) {

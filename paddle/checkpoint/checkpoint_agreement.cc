@@ -41,12 +41,12 @@ absl::StatusOr<std::vector<int64_t>> Allgather(Communicator& comm, int64_t value
   ASSIGN_OR_RETURN(Tensor host, Tensor::Empty({1}, DType::kInt64));
   host.data<int64_t>()[0] = value;
   ASSIGN_OR_RETURN(Tensor in, reducer_internal::ToCommDevice(host, device));
-  ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({comm.size()}, DType::kInt64));
+  ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({comm.world_size()}, DType::kInt64));
   ASSIGN_OR_RETURN(Tensor out, reducer_internal::ToCommDevice(all, device));
   RETURN_IF_ERROR(comm.Allgather(in, out)->Wait());
   ASSIGN_OR_RETURN(Tensor back, reducer_internal::ToHost(out));
   const int64_t* values = back.data<int64_t>();
-  return std::vector<int64_t>(values, values + comm.size());
+  return std::vector<int64_t>(values, values + comm.world_size());
 }
 
 // Step 3 on a rank other than 0: exactly the checkpoint of `step`, or why not.
@@ -68,7 +68,7 @@ absl::StatusOr<LoadedCheckpoint> LoadChosenStep(CheckpointManager& manager, int6
 absl::StatusOr<LoadedCheckpoint> AgreeOnCheckpoint(Communicator& comm, CheckpointManager& manager,
                                                    Device device) {
   const int rank = comm.rank();
-  const int world = comm.size();
+  const int world = comm.world_size();
   const std::string who = absl::StrCat("rank ", rank, "/", world);
   if (comm.backend() != Backend::kNccl) device = Device::Cpu();
 

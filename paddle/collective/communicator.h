@@ -81,7 +81,7 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   virtual int rank() const = 0;
-  virtual int size() const = 0;
+  virtual int world_size() const = 0;
   virtual Backend backend() const = 0;
 
   // In place: every rank's `tensor` becomes the element-wise `op` of all ranks' tensors.

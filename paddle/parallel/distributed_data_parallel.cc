@@ -93,7 +93,7 @@ absl::Status HostAllgather(Communicator* comm, const Tensor& in, Tensor& out, De
 // Note [Model agreement].
 absl::Status CheckSameModel(const std::vector<std::string>& lines, Communicator* comm,
                             Device device, CallOptions call) {
-  const int world = comm->size();
+  const int world = comm->world_size();
   const std::string text = absl::StrJoin(lines, "\n");
   ASSIGN_OR_RETURN(Tensor hash, Tensor::Empty({1}, DType::kInt64));
   ASSIGN_OR_RETURN(Tensor hashes, Tensor::Empty({world}, DType::kInt64));

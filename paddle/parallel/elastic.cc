@@ -296,7 +296,7 @@ absl::StatusOr<bool> ElasticGroup::JobStarted() {
 
 absl::StatusOr<MembershipChange> ElasticGroup::AgreeOnChange(bool leaving, double* sum) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("AgreeOnChange: not in a group");
-  const int n = comm_->size();
+  const int n = comm_->world_size();
   // [leave flag of each rank (only that rank sets it), workers waiting (only rank 0), sum]: a
   // sum over ranks gives every entry exactly (small integers are exact in float64).
   std::vector<double> flags(n + 2, 0);

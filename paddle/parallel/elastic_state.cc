@@ -116,7 +116,7 @@ absl::Status ElasticState::Rollback() {
 absl::Status ElasticState::Broadcast(Communicator& comm, int root) {
   if (!committed_) RETURN_IF_ERROR(Commit());
   const std::string who = absl::StrFormat("elastic state broadcast from rank %d (rank %d of %d)",
-                                          root, comm.rank(), comm.size());
+                                          root, comm.rank(), comm.world_size());
   // 1. Agree on the layout: entry counts and total bytes, as min and max over ranks.
   auto layout = [&]() -> std::vector<int64_t> {
     return {static_cast<int64_t>(committed_tensors_.size()),

@@ -76,7 +76,7 @@ absl::Status AucHistogram::SumOverRanks(Communicator& comm, CallOptions call) {
   RETURN_IF_ERROR(AllreduceInPlace(comm, &shape, ReduceOp::kMax, call, "AUC bucket counts"));
   if (shape[0] != -shape[1]) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "AucHistogram::SumOverRanks on rank ", comm.rank(), "/", comm.size(),
+        "AucHistogram::SumOverRanks on rank ", comm.rank(), "/", comm.world_size(),
         ": ranks built histograms with different bucket counts (from ", -shape[1], " to ", shape[0],
         "; this rank has ", buckets(), "); create every rank's with the same count"));
   }

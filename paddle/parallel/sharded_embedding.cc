@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<ShardedEmbedding>> ShardedEmbedding::Create(
 }
 
 ShardedEmbedding::ShardedEmbedding(Communicator* comm, ShardedEmbeddingOptions options)
-    : comm_(comm), options_(std::move(options)), rank_(comm->rank()), world_(comm->size()) {}
+    : comm_(comm), options_(std::move(options)), rank_(comm->rank()), world_(comm->world_size()) {}
 
 int ShardedEmbedding::StateSlots() const {
   const RowOptimizerOptions& o = options_.optimizer;

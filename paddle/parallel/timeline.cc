@@ -56,13 +56,13 @@ absl::Status Timeline::Write(Communicator* comm) {
     mine = events_;
   }
   std::string all = mine;
-  if (comm != nullptr && comm->size() > 1) {
+  if (comm != nullptr && comm->world_size() > 1) {
     // Every rank's length, then every rank's bytes.
     int64_t length = static_cast<int64_t>(mine.size());
-    std::vector<int64_t> lengths(comm->size());
+    std::vector<int64_t> lengths(comm->world_size());
     ASSIGN_OR_RETURN(Tensor in, Tensor::FromBlob(&length, {1}, DType::kInt64, Device::Cpu()));
-    ASSIGN_OR_RETURN(
-        Tensor out, Tensor::FromBlob(lengths.data(), {comm->size()}, DType::kInt64, Device::Cpu()));
+    ASSIGN_OR_RETURN(Tensor out, Tensor::FromBlob(lengths.data(), {comm->world_size()},
+                                                  DType::kInt64, Device::Cpu()));
     RETURN_IF_ERROR(comm->Allgather(in, out)->Wait());
     int64_t total = 0;
     for (int64_t l : lengths) total += l;

@@ -146,7 +146,7 @@ void BindGroup(py::module_& d) {
       .def_static("create", &CreateGroup, py::arg("url"), py::arg("backend") = "native",
                   py::arg("timeout") = 300.0, py::arg("debug_checks") = false)
       .def_property_readonly("rank", [](const Group& g) { return g.comm().rank(); })
-      .def_property_readonly("size", [](const Group& g) { return g.comm().size(); })
+      .def_property_readonly("size", [](const Group& g) { return g.comm().world_size(); })
       .def_property_readonly(
           "backend", [](const Group& g) { return std::string(BackendName(g.comm().backend())); })
       .def(

@@ -60,7 +60,7 @@ absl::Status CheckedAllreduce(Communicator& comm, int rank, int64_t count, uint6
   std::shared_ptr<Work> work = comm.Allreduce(t, ReduceOp::kSum);
   RETURN_IF_ERROR(work->Wait());
   return CompareElements(
-      t, ExpectedReduction(0, count, DType::kFloat32, comm.size(), seed, ReduceOp::kSum), 0,
+      t, ExpectedReduction(0, count, DType::kFloat32, comm.world_size(), seed, ReduceOp::kSum), 0,
       work->Describe());
 }
 
@@ -357,7 +357,8 @@ TEST_P(ConformanceTest, SplitIntoEvenAndOddRanks) {
     }
     subs[rank] = *a ? *std::move(a) : *std::move(b);
     const std::vector<int>& mine = rank % 2 == 0 ? even : odd;
-    if (subs[rank]->size() != static_cast<int>(mine.size()) || mine[subs[rank]->rank()] != rank) {
+    if (subs[rank]->world_size() != static_cast<int>(mine.size()) ||
+        mine[subs[rank]->rank()] != rank) {
       return absl::InternalError("wrong rank or size in the split group");
     }
     // Inputs by rank in the new group, so the expected result is that of a group of its size.

@@ -54,8 +54,8 @@ TEST_P(ShutdownTest, CleanJobIsOkAndLaterCallsFail) {
       std::shared_ptr<Work> work = comm.Allreduce(t, ReduceOp::kSum);
       RETURN_IF_ERROR(work->Wait());
       RETURN_IF_ERROR(CompareElements(
-          t, ExpectedReduction(0, kCount, DType::kFloat32, comm.size(), seed, ReduceOp::kSum), 0,
-          work->Describe()));
+          t, ExpectedReduction(0, kCount, DType::kFloat32, comm.world_size(), seed, ReduceOp::kSum),
+          0, work->Describe()));
     }
     // The last call is not waited for: Shutdown waits for it.
     Tensor t = MakeReductionInput(kCount, DType::kFloat32, 9, rank, ReduceOp::kSum);

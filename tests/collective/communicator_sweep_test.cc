@@ -131,7 +131,7 @@ absl::Status RunOtherCollectives(int rank, Communicator& comm, int64_t count, ui
                                  const std::vector<ReduceCase>& reduce_cases,
                                  const std::vector<Tensor>& reduce_expected,
                                  const std::vector<Tensor>& scatter_expected) {
-  const int n = comm.size();
+  const int n = comm.world_size();
   std::vector<std::shared_ptr<Work>> works;
   std::vector<std::function<absl::Status()>> checks;
   const DType kByteTypes[] = {DType::kFloat32, DType::kFloat16, DType::kUInt8, DType::kInt64};

@@ -59,7 +59,7 @@ absl::Status CheckedAllreduce(Communicator& comm, int rank, int64_t count, uint6
   std::shared_ptr<Work> work = comm.Allreduce(t, ReduceOp::kSum);
   RETURN_IF_ERROR(work->Wait());
   return CompareElements(
-      t, ExpectedReduction(0, count, DType::kFloat32, comm.size(), seed, ReduceOp::kSum), 0,
+      t, ExpectedReduction(0, count, DType::kFloat32, comm.world_size(), seed, ReduceOp::kSum), 0,
       work->Describe());
 }
 
@@ -190,7 +190,7 @@ TEST(CommunicatorFactoryTest, SingleRankNeedsNoStore) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(options);
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_EQ((*comm)->rank(), 0);
-  EXPECT_EQ((*comm)->size(), 1);
+  EXPECT_EQ((*comm)->world_size(), 1);
   EXPECT_EQ((*comm)->backend(), Backend::kNative);
   EXPECT_TRUE(CheckedAllreduce(**comm, 0, 33, 3).ok());
 }
@@ -228,7 +228,7 @@ void ExpectArgumentError(CommGroup& group,
         return absl::InternalError(absl::StrCat("\"", w, "\" missing from ", s.ToString()));
       }
     }
-    const std::string rank_text = absl::StrCat("rank ", rank, "/", comm.size());
+    const std::string rank_text = absl::StrCat("rank ", rank, "/", comm.world_size());
     if (!absl::StrContains(s.message(), rank_text)) {
       return absl::InternalError(absl::StrCat("\"", rank_text, "\" missing from ", s.ToString()));
     }
@@ -383,9 +383,9 @@ TEST(CommunicatorSplitTest, SubGroupsWorkAndTheParentToo) {
       if (mine == nullptr || other != nullptr) {
         return absl::InternalError("Split gave the wrong ranks a communicator");
       }
-      if (mine->rank() != rank / 2 || mine->size() != (rank % 2 == 0 ? 3 : 2)) {
+      if (mine->rank() != rank / 2 || mine->world_size() != (rank % 2 == 0 ? 3 : 2)) {
         return absl::InternalError(
-            absl::StrCat("sub-communicator rank ", mine->rank(), "/", mine->size()));
+            absl::StrCat("sub-communicator rank ", mine->rank(), "/", mine->world_size()));
       }
       if ((rank == 0) != (alone != nullptr)) return absl::InternalError("{0} split wrong");
       RETURN_IF_ERROR(CheckedAllreduce(*mine, mine->rank(), 1001, 40 + rank % 2));

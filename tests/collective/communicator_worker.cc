@@ -46,12 +46,12 @@ absl::Status CheckedAllreduce(Communicator& comm, int64_t count, DType dtype, Re
   Tensor t = MakeReductionInput(count, dtype, seed, comm.rank(), op);
   std::shared_ptr<Work> work = comm.Allreduce(t, op);
   RETURN_IF_ERROR(work->Wait());
-  return CompareElements(t, ExpectedReduction(0, count, dtype, comm.size(), seed, op), 0,
+  return CompareElements(t, ExpectedReduction(0, count, dtype, comm.world_size(), seed, op), 0,
                          work->Describe());
 }
 
 absl::Status RunCollectives(Communicator& comm) {
-  const int n = comm.size();
+  const int n = comm.world_size();
   const int rank = comm.rank();
   uint64_t seed = 1;
   for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{n + 1}, int64_t{100003}}) {

@@ -41,7 +41,7 @@ absl::Status CheckedAllreduce(Communicator& comm, int rank, int64_t count, uint6
   std::shared_ptr<Work> work = comm.Allreduce(t, ReduceOp::kSum);
   RETURN_IF_ERROR(work->Wait());
   return CompareElements(
-      t, ExpectedReduction(0, count, DType::kFloat32, comm.size(), seed, ReduceOp::kSum), 0,
+      t, ExpectedReduction(0, count, DType::kFloat32, comm.world_size(), seed, ReduceOp::kSum), 0,
       work->Describe());
 }
 

@@ -168,7 +168,7 @@ absl::StatusOr<std::map<std::string, Tensor>> TrainRank(
   ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
                    DistributedDataParallel::Create(model, &comm, options));
   absl::StatusOr<std::map<std::string, Tensor>> result =
-      Train(config, *model, ddp.get(), rank, comm.size());
+      Train(config, *model, ddp.get(), rank, comm.world_size());
   if (ddp_out != nullptr) *ddp_out = std::move(ddp);
   return result;
 }

@@ -274,7 +274,7 @@ absl::Status Reducer::FinalizeBackward() {
     }
     if (!missing.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", comm_->rank(), "/", comm_->size(), ": ", missing.size(),
+          "rank ", comm_->rank(), "/", comm_->world_size(), ": ", missing.size(),
           " parameter(s) got no gradient in this backward pass: ", absl::StrJoin(missing, ", "),
           "; if the model skips them on purpose, set find_unused_parameters=true"));
     }
@@ -307,7 +307,7 @@ absl::Status Reducer::FinalizeBackward() {
 // Note [Unused parameters].
 absl::Status Reducer::CheckUnused() {
   const int64_t n = static_cast<int64_t>(params_.size());
-  const int world = comm_->size();
+  const int world = comm_->world_size();
   if (n > 0) {
     ASSIGN_OR_RETURN(Tensor mine, Tensor::Empty({n}, DType::kUInt8));
     ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({n * world}, DType::kUInt8));
@@ -354,7 +354,7 @@ absl::Status Reducer::WaitAll() {
     const absl::Status status = WaitBucket(b);
     if (!status.ok()) {
       return ErrorContext()
-          .Rank(comm_->rank(), comm_->size())
+          .Rank(comm_->rank(), comm_->world_size())
           .Op("allreduce", static_cast<int64_t>(bucket.work->seq()))
           .Bytes(static_cast<int64_t>(bucket.wire.nbytes()))
           .Wrap(Annotate(status, absl::StrCat("reducing gradient ", DescribeBucket(b))));
@@ -460,7 +460,7 @@ std::string Reducer::ReportStall(int b, const std::string& bucket, int64_t itera
       options_.store->Set(absl::StrCat(prefix, rank), absl::StrCat(b)).IgnoreError();
     } else {
       std::vector<int> missing;
-      for (int r = 0; r < comm_->size(); ++r) {
+      for (int r = 0; r < comm_->world_size(); ++r) {
         absl::StatusOr<bool> there = options_.store->Check({absl::StrCat(prefix, r)});
         if (there.ok() && !*there) missing.push_back(r);
       }
@@ -474,8 +474,9 @@ std::string Reducer::ReportStall(int b, const std::string& bucket, int64_t itera
                         " (slower, stuck before or in their backward pass, or dead)");
     }
   }
-  return absl::StrCat("rank ", rank, "/", comm_->size(), ": gradient ", bucket, " of iteration ",
-                      iteration, " not reduced after ", absl::FormatDuration(waited), peers);
+  return absl::StrCat("rank ", rank, "/", comm_->world_size(), ": gradient ", bucket,
+                      " of iteration ", iteration, " not reduced after ",
+                      absl::FormatDuration(waited), peers);
 }
 
 std::string Reducer::last_stall_report() const {

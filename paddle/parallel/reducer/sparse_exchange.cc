@@ -18,7 +18,7 @@ using autograd::Variable;
 absl::Status Wait(const std::shared_ptr<Work>& work, Communicator* comm, const char* op,
                   int64_t bytes, const std::string& what) {
   return ErrorContext()
-      .Rank(comm->rank(), comm->size())
+      .Rank(comm->rank(), comm->world_size())
       .Op(op, static_cast<int64_t>(work->seq()))
       .Bytes(bytes)
       .Wrap(Annotate(work->Wait(), what));
@@ -98,7 +98,7 @@ absl::StatusOr<SparseRows> ExchangeSparse(const SparseRows& local,
                        absl::StrCat(what, " (rows)")));
   ASSIGN_OR_RETURN(SparseRows merged, autograd::Coalesce(all));
   RETURN_IF_ERROR(
-      FinishAvg(merged.rows.data(), merged.rows.numel(), merged.rows.dtype(), comm->size()));
+      FinishAvg(merged.rows.data(), merged.rows.numel(), merged.rows.dtype(), comm->world_size()));
   return merged;
 }
 
@@ -122,7 +122,7 @@ absl::StatusOr<SparseExchangeStats> ExchangeSparseGradients(
   SparseExchangeStats stats;
   const int64_t n = static_cast<int64_t>(params.size());
   if (n == 0) return stats;
-  const int world = comm->size();
+  const int world = comm->world_size();
   const CallOptions call{timeout};
   // Step 1: local coalesce.
   std::vector<SparseRows> local;

@@ -99,7 +99,7 @@ std::string Check(const Tensor& gpu, const std::function<double(int64_t)>& want,
 }
 
 int RunOps(Communicator& c) {
-  const int n = c.size();
+  const int n = c.world_size();
   const int me = c.rank();
   int failures = 0;
   auto expect = [&](const std::string& what, const absl::Status& s, const std::string& bad) {

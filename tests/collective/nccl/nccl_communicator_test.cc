@@ -425,7 +425,7 @@ TEST(NcclGpuTest, SplitKeepsMembersOnly) {
   auto child = comm->Split({0});
   ASSERT_TRUE(child.ok()) << child.status();
   ASSERT_NE(*child, nullptr);
-  EXPECT_EQ((*child)->size(), 1);
+  EXPECT_EQ((*child)->world_size(), 1);
   Tensor in = DeviceTensor(DType::kInt64, 100, 4);
   Tensor out = DeviceTensor(DType::kInt64, 100, 0, 0);
   ASSERT_TRUE((*child)->Allgather(in, out)->Wait().ok());

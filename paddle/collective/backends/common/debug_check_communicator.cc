@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> DebugCheckCommunicator::Wrap(
     CallChecks::TensorCheck accepts, std::string store_prefix) {
   TransportOptions channel_options;
   channel_options.rank = inner->rank();
-  channel_options.world_size = inner->size();
+  channel_options.world_size = inner->world_size();
   channel_options.store = options.store;
   channel_options.store_prefix = absl::StrCat(store_prefix, "/channel");
   channel_options.connect_timeout = options.connect_timeout;
@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> DebugCheckCommunicator::Wrap(
   if (!channel.ok()) {
     const absl::Status error =
         ErrorContext()
-            .Rank(inner->rank(), inner->size())
+            .Rank(inner->rank(), inner->world_size())
             .Hint(
                 "the debug checks (PADDLE_DEBUG_CHECKS) connect every pair of ranks over TCP "
                 "beside the backend; every rank must create its communicator with them on")
@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> DebugCheckCommunicator::Wrap(
   }
   CommunicatorOptions wrapped = options;
   wrapped.rank = inner->rank();
-  wrapped.world_size = inner->size();
+  wrapped.world_size = inner->world_size();
   return std::unique_ptr<Communicator>(new DebugCheckCommunicator(
       std::move(inner), wrapped, std::move(accepts), std::move(store_prefix), *std::move(channel)));
 }
@@ -143,7 +143,7 @@ absl::Status DebugCheckCommunicator::Check(const CollectiveCall& call, const abs
   }
   if (!args.ok()) {
     return ErrorContext()
-        .Rank(rank(), size())
+        .Rank(rank(), world_size())
         .Op(OpKindName(call.kind), static_cast<int64_t>(*seq))
         .Wrap(Annotate(args, call.Describe(*seq)));
   }
@@ -250,7 +250,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> DebugCheckCommunicator::Split(
   RETURN_IF_ERROR(Check(what, args, options_.timeout, &seq));
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child, inner_->Split(ranks));
   // Not in the new group, or alone in it: nothing to check.
-  if (child == nullptr || child->size() == 1) return child;
+  if (child == nullptr || child->world_size() == 1) return child;
   // Each split has its own channel: the rank list is part of the prefix, as in the native
   // backend's own split keys.
   return Wrap(std::move(child), options_, accepts_,

@@ -64,7 +64,7 @@ class DebugCheckCommunicator final : public Communicator {
   ~DebugCheckCommunicator() override;
 
   int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  int world_size() const override { return inner_->world_size(); }
   Backend backend() const override { return inner_->backend(); }
   // The wrapped communicator's verdict: every check ran before its call was forwarded, so its
   // operations and their stamps are all there is left to wait for. Later calls go straight to

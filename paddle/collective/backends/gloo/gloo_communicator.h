@@ -80,7 +80,7 @@ class GlooCommunicator : public Communicator {
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int world_size() const override { return size_; }
   Backend backend() const override { return Backend::kGloo; }
   // Waits for the queued operations; the poison cause, if any. Every call compares its stamps
   // before it moves data (Note [Agreement check]), so nothing is left to check after it.

@@ -121,7 +121,7 @@ class NativeCommunicator final : public Communicator {
         }) {}
 
   int rank() const override { return options_.rank; }
-  int size() const override { return options_.world_size; }
+  int world_size() const override { return options_.world_size; }
   Backend backend() const override { return Backend::kNative; }
   absl::Status Shutdown() override;
 
@@ -209,7 +209,7 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
   auto work = std::make_shared<QueuedWork>(call.Describe(seq), seq, owner_, queue_.waiter_hook());
   if (shut_down_) {
     work->Complete(ErrorContext()
-                       .Rank(rank(), size())
+                       .Rank(rank(), world_size())
                        .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
                        .Wrap(absl::FailedPreconditionError(absl::StrCat(
                            work->Describe(),
@@ -219,7 +219,7 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
   }
   if (!arguments.ok()) {
     work->Complete(ErrorContext()
-                       .Rank(rank(), size())
+                       .Rank(rank(), world_size())
                        .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
                        .Wrap(Annotate(arguments, work->Describe())));
     return work;
@@ -381,7 +381,7 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
                                                         CallOptions call_options) {
   absl::Status args;
   const CollectiveCall call = checks_.ReduceScatter(input, output, op, &args);
-  const int n = size();
+  const int n = world_size();
   const int me = rank();
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
@@ -422,7 +422,7 @@ std::shared_ptr<Work> NativeCommunicator::Alltoall(Tensor input, Tensor output,
   std::shared_ptr<CudaCall> cuda;
   if (args.ok()) args = PrepareCuda(call, &input, &output, &cuda);
   return Submit(call, args, call_options, cuda,
-                [this, input, output, n = size()](const AlgorithmContext& ctx) {
+                [this, input, output, n = world_size()](const AlgorithmContext& ctx) {
                   // Note [Workspace alltoall] in shm_collectives.cc (CallChecks made sure that
                   // input and output do not overlap, as both paths need).
                   if (UseWorkspace(/*hierarchical_ok=*/false)) {
@@ -573,7 +573,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::CreateSplit(
   absl::StatusOr<std::unique_ptr<Communicator>> created = CreateNativeCommunicator(child);
   if (!created.ok()) {
     return ErrorContext()
-        .Rank(rank(), size())
+        .Rank(rank(), world_size())
         .Op("split", static_cast<int64_t>(seq))
         .Wrap(Annotate(created.status(), absl::StrCat("creating the communicator of ranks ",
                                                       CountsToString(std::vector<int64_t>(
@@ -585,7 +585,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NativeCommunicator::CreateSplit(
 void NativeCommunicator::Abort(const absl::Status& cause) {
   const absl::Status status = cause.ok() ? absl::AbortedError("no cause given") : cause;
   queue_.Poison(ErrorContext()
-                    .Rank(rank(), size())
+                    .Rank(rank(), world_size())
                     .Wrap(Annotate(status, "Communicator::Abort() was called")));
 }
 

@@ -116,7 +116,7 @@ class NcclCommunicator : public Communicator {
   ~NcclCommunicator() override;
 
   int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int world_size() const override { return size_; }
   Backend backend() const override { return Backend::kNccl; }
 
   PADDLE_COMMUNICATOR_OPERATIONS;
