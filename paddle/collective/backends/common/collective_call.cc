@@ -227,6 +227,17 @@ CollectiveCall CallChecks::Split(const std::vector<int>& ranks, absl::Status* ar
   return call;
 }
 
+absl::Status ShutDownError(int rank, int world_size, absl::string_view op, int64_t seq,
+                           absl::string_view what) {
+  return ErrorContext()
+      .Rank(rank, world_size)
+      .Op(op, seq)
+      .Wrap(absl::FailedPreconditionError(
+          absl::StrCat(what, what.empty() ? "" : ": ",
+                       "the communicator was shut down (Shutdown, destroy_process_group); "
+                       "create a new one for more calls")));
+}
+
 std::string CountsToString(const std::vector<int64_t>& counts) {
   if (counts.size() <= kCountsShown) return absl::StrCat("[", absl::StrJoin(counts, ", "), "]");
   const size_t half = kCountsShown / 2;

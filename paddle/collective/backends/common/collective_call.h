@@ -102,6 +102,12 @@ class CallChecks {
 // "[1, 2, 3]", shortened to the first and last few entries when long.
 std::string CountsToString(const std::vector<int64_t>& counts);
 
+// The error of a call made after Communicator::Shutdown, in every backend's words:
+// kFailedPrecondition naming the rank, the operation `op` (#`seq`; -1: none) and `what` it was
+// ("allreduce #3 (float32 x 4, sum)"; empty: nothing more to say).
+absl::Status ShutDownError(int rank, int world_size, absl::string_view op, int64_t seq,
+                           absl::string_view what);
+
 }  // namespace paddle
 
 #endif  // PADDLE_COLLECTIVE_BACKENDS_COMMON_COLLECTIVE_CALL_H_

@@ -161,13 +161,8 @@ std::shared_ptr<Work> GlooCommunicator::Enqueue(const CollectiveCall& call,
   uint64_t& counter = IsPointToPoint(call.kind) ? next_p2p_seq_ : next_seq_;
   if (shut_down_) {
     auto work = std::make_shared<QueuedWork>(call.Describe(counter), counter, owner);
-    work->Complete(ErrorContext()
-                       .Rank(rank_, size_)
-                       .Op(OpKindName(call.kind), static_cast<int64_t>(counter))
-                       .Wrap(absl::FailedPreconditionError(absl::StrCat(
-                           work->Describe(),
-                           ": the communicator was shut down (Shutdown, "
-                           "destroy_process_group); create a new one for more calls"))));
+    work->Complete(ShutDownError(rank_, size_, OpKindName(call.kind), static_cast<int64_t>(counter),
+                                 work->Describe()));
     return work;
   }
   if (!args.ok()) {
@@ -491,12 +486,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Split(std::vecto
   {
     std::lock_guard<std::mutex> lock(call_mu_);
     if (shut_down_) {
-      return ErrorContext()
-          .Rank(rank_, size_)
-          .Op("split")
-          .Wrap(absl::FailedPreconditionError(
-              "the communicator was shut down (Shutdown, destroy_process_group); create a new one "
-              "for more calls"));
+      return ShutDownError(rank_, size_, "split", -1, "");
     }
   }
   // Every rank counts its Split calls alike, so each call gets its own store prefix.

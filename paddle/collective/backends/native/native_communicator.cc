@@ -208,13 +208,8 @@ std::shared_ptr<Work> NativeCommunicator::Submit(const CollectiveCall& call,
   const uint64_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
   auto work = std::make_shared<QueuedWork>(call.Describe(seq), seq, owner_, queue_.waiter_hook());
   if (shut_down_) {
-    work->Complete(ErrorContext()
-                       .Rank(rank(), world_size())
-                       .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
-                       .Wrap(absl::FailedPreconditionError(absl::StrCat(
-                           work->Describe(),
-                           ": the communicator was shut down (Shutdown, "
-                           "destroy_process_group); create a new one for more calls"))));
+    work->Complete(ShutDownError(rank(), world_size(), OpKindName(call.kind),
+                                 static_cast<int64_t>(seq), work->Describe()));
     return work;
   }
   if (!arguments.ok()) {
