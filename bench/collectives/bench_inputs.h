@@ -77,6 +77,13 @@ constexpr int kMinBudgetIters = 2;
 // the budget leaves two timed ones and one warm-up, and those sizes are most of a full sweep's
 // time. Every implementation (ours, the MPI and PyTorch peers) does the same.
 //
+// Note [Barrier after the timed loop]: a rank that leaves its timed loop early goes on to the next
+// size's input building and check while a slower rank is still in its last timed operations; with
+// more ranks than cores that work takes the straggler's core and its time grows with work that is
+// not the collective's (4 ranks on 2 cores: shared-memory allgather 64 KiB-2 MiB 1.5-2.5x slower
+// in 20-iteration sweeps once the check moved to the front of each size). So every
+// implementation waits in a barrier, untimed, before leaving a size's timed loop.
+//
 // The next size of a sweep after `bytes` (Note [Sweep budget]).
 int64_t NextSweepBytes(int64_t bytes, int64_t coarse_from);
 

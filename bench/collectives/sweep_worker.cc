@@ -80,6 +80,8 @@ absl::Status RunSize(const SweepConfig& config, int rank, Communicator& comm, in
     last = now;
   }
   const double seconds = std::chrono::duration<double>(last - start).count();
+  // Note [Barrier after the timed loop] in bench_inputs.h.
+  RETURN_IF_ERROR(comm.Barrier()->Wait());
   std::sort(iteration_us.begin(), iteration_us.end());
   const LatencyStats latency = Latencies(iteration_us);
   PrintRowLine(rank, bytes, count, seconds * 1e6 / std::max(iters, 1), latency, wrong);

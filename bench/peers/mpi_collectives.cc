@@ -168,6 +168,7 @@ int Run(int argc, char** argv) {
       last = now;
     }
     const double seconds = last - start;
+    MPI_Barrier(MPI_COMM_WORLD);  // Note [Barrier after the timed loop] in bench_inputs.h
     std::sort(iteration_us.begin(), iteration_us.end());
     PrintRowLine(rank, count * element, count, seconds * 1e6 / iters, Latencies(iteration_us),
                  wrong);

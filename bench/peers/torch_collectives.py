@@ -264,6 +264,7 @@ def main():
             iteration_us.append((now - last) * 1e6)
             last = now
         seconds = last - start
+        dist.barrier()  # Note [Barrier after the timed loop] in bench/collectives/bench_inputs.h
         iteration_us.sort()
         print(f"ROW rank={rank} bytes={count * element} count={count} "
               f"time_us={seconds * 1e6 / iters:.3f} "
