@@ -191,9 +191,13 @@ class NativeCommunicator final : public Communicator {
   std::mutex shutdown_mu_;
   std::optional<absl::Status> shutdown_status_;  // guarded by shutdown_mu_
 
-  // Last: its thread runs tasks that use everything above, and is joined first.
   // Scratch memory of the algorithms, kept between operations (one runs at a time).
   const std::shared_ptr<ScratchArena> scratch_ = std::make_shared<ScratchArena>();
+  // ReduceScatter's copy of its input, kept the same way: a fresh buffer per call page-faults the
+  // whole input in again, which cost more than the ring itself over TCP (docs/performance-notes.md,
+  // "Scratch arena").
+  ScratchArena input_copy_;
+  // Last: its thread runs tasks that use everything above, and is joined first.
   WorkQueue queue_;
 };
 
@@ -397,13 +401,12 @@ std::shared_ptr<Work> NativeCommunicator::ReduceScatter(Tensor input, Tensor out
                   // The ring reduces in place and leaves partial sums in the other blocks, but the
                   // input must stay unchanged (and may overlap the output): work on a copy.
                   const size_t bytes = input.nbytes();
-                  std::unique_ptr<char[]> scratch(new char[std::max<size_t>(bytes, 1)]);
-                  if (bytes > 0) std::memcpy(scratch.get(), input.data(), bytes);
+                  uint8_t* const scratch = input_copy_.Get(bytes);
+                  if (bytes > 0) std::memcpy(scratch, input.data(), bytes);
                   const std::vector<int64_t> counts(static_cast<size_t>(n), output.numel());
-                  RETURN_IF_ERROR(RingReduceScatter(ctx, scratch.get(), counts, input.dtype(), op));
+                  RETURN_IF_ERROR(RingReduceScatter(ctx, scratch, counts, input.dtype(), op));
                   if (output.nbytes() > 0) {
-                    std::memcpy(output.data(),
-                                scratch.get() + static_cast<size_t>(me) * output.nbytes(),
+                    std::memcpy(output.data(), scratch + static_cast<size_t>(me) * output.nbytes(),
                                 output.nbytes());
                   }
                   return absl::OkStatus();
