@@ -6,11 +6,12 @@
 # carry (cuBLAS, cuDNN, NCCL): from PyTorch's pip wheels (site-packages/nvidia/*/lib, torch/lib),
 # /usr/local/cuda*/lib64 and ldconfig; 3) ldd every binary and report each library that is still
 # missing, with the versions this machine does have (e.g. needs libcublas.so.13, has .so.12);
-# 4) run each test (gtest; pass/fail/skip counts from its output) and each benchmark with a
-# timeout, and the training checks (GPU vs CPU accuracy, PyTorch side by side); 5) a summary
-# table and totals. The whole run stays under 5 minutes. Everything printed
-# also goes to $OUT/gpu-check.log when OUT is set. Exit status: 0 if every binary passed (or
-# skipped), 1 otherwise.
+# 4) run each test (gtest; pass/fail/skip counts from its output), the Python package's
+# cuda_test.py (pytest, with the bundle's numpy; where python3 is the CPython the extension was
+# built for, else a SKIP line saying why), each benchmark with a timeout, and the training
+# checks (GPU vs CPU accuracy, PyTorch side by side); 5) a summary table and totals. The whole
+# run stays under 5 minutes. Everything printed also goes to $OUT/gpu-check.log when OUT is
+# set. Exit status: 0 if every binary passed (or skipped), 1 otherwise.
 set -uo pipefail
 
 BUNDLE=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ TEST_TIMEOUT_S=${GPU_CHECK_TEST_TIMEOUT_S:-120}
 BENCH_TIMEOUT_S=${GPU_CHECK_BENCH_TIMEOUT_S:-60}
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   echo "Environment: GPU_CHECK_BUDGET_S (270), GPU_CHECK_TEST_TIMEOUT_S (120),"
   echo "GPU_CHECK_BENCH_TIMEOUT_S (60), GPU_CHECK_REPO (the repository, for the PyTorch comparison;"
   echo "default: the current folder), OUT (log folder)."
@@ -75,7 +76,8 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 echo "== ldd"
 missing_any=0
-for f in "$BUNDLE"/bin/*; do
+for f in "$BUNDLE"/bin/* "$BUNDLE"/python/paddle/_C.so; do
+  [[ -e "$f" ]] || continue
   while read -r lib; do
     missing_any=1
     base=${lib%%.so*}
@@ -135,6 +137,70 @@ slow_test=test__tests_collective_cuda__native_cuda_test
 for f in "$BUNDLE"/bin/test__*; do
   [[ -e "$f" && $(basename "$f") != "$slow_test" ]] && run_one "$f" "$TEST_TIMEOUT_S" test
 done
+
+# Python: tests/python/cuda_test.py against the bundled package (python/paddle with _C.so).
+run_python() {
+  local dir="$BUNDLE/python" name="python__cuda_test.py" want have missing out rc t0 secs
+  local p f_ s
+  [[ -f "$dir/cuda_test.py" && -f "$dir/paddle/_C.so" ]] || return 0
+  skip_python() {
+    echo "SKIP $name: $1"
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "skip: $2" "-")")
+  }
+  want=$(cat "$dir/PYTHON_VERSION" 2>/dev/null)
+  have=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+  missing=$(ldd "$dir/paddle/_C.so" $(find "$dir/numpy" -name '*.so') 2>/dev/null |
+    awk '/not found/ {print $1}' | sort -u | xargs)
+  if [[ -z "$have" ]]; then
+    skip_python "no python3 on this machine" "no python3"
+    return 0
+  elif [[ "$have" != "$want" ]]; then
+    skip_python "paddle/_C.so is built for CPython $want, this machine's python3 is $have" \
+      "python3 $have, not $want"
+    return 0
+  elif [[ -n "$missing" ]]; then
+    skip_python "paddle/_C.so or numpy needs libraries this machine lacks: $missing" \
+      "libraries missing"
+    return 0
+  fi
+  local left=$((TOTAL_BUDGET_S - $(elapsed)))
+  if ((left < 10)); then
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "NOT RUN (time budget spent)" "-")")
+    bad=1
+    return 0
+  fi
+  local limit=$TEST_TIMEOUT_S
+  ((limit > left)) && limit=$left
+  echo "-- $name (python3 $have, timeout ${limit}s)"
+  t0=$(date +%s.%N)
+  # PYTHONPATH puts the bundled paddle and numpy first; the bundled pytest (site/) goes last on
+  # sys.path, so the machine's own pytest wins. torch stays out of the process: paddle.distributed
+  # imports it when present (to accept torch tensors), and its CUDA libraries, other versions
+  # than ours, would load beside ours.
+  out=$(cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" timeout -k 5 "$limit" \
+    python3 -c 'import os, sys; sys.path.append(os.path.abspath("site")); sys.modules["torch"] = None
+import pytest
+sys.exit(pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "cuda_test.py"]))' 2>&1)
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "$out" | tail -n 60
+  p=$(echo "$out" | tail -1 | grep -o '[0-9]* passed' | cut -d' ' -f1)
+  f_=$(echo "$out" | tail -1 | grep -o '[0-9]* failed' | cut -d' ' -f1)
+  s=$(echo "$out" | tail -1 | grep -o '[0-9]* skipped' | cut -d' ' -f1)
+  p=${p:-0} f_=${f_:-0} s=${s:-0}
+  total_pass=$((total_pass + p)) total_fail=$((total_fail + f_)) total_skip=$((total_skip + s))
+  if ((rc == 124 || rc == 137)); then
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "TIMEOUT after ${limit}s; pass $p fail $f_" "$secs")")
+    bad=1
+  elif ((rc != 0)); then
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "FAIL (exit $rc); pass $p fail $f_ skip $s" "$secs")")
+    bad=1
+  else
+    rows+=("$(printf '%-60s %-28s %6s' "$name" "ok; pass $p fail $f_ skip $s" "$secs")")
+  fi
+}
+echo "== python"
+run_python
 
 # Training: the example on the GPU and on the CPU (same flags, so the same data order and
 # initial weights): the GPU run must reach the CPU's test accuracy (within 1 point: the kernels

@@ -68,14 +68,12 @@ class WorkHandle {
   std::vector<Tensor> tensors_;
 };
 
-// The memory of a collective argument: contiguous CPU, as the communicator requires.
+// The memory of a collective argument: contiguous, as the communicator requires. Which devices
+// a backend takes (gloo: CPU; nccl: the group's CUDA device; native: either) is the backend's
+// check, whose error names the operation and the backend.
 Tensor Buffer(const Variable& v, const char* what) {
   if (!v.defined()) throw py::value_error(absl::StrCat("the ", what, " tensor is undefined"));
   const Tensor& t = v.data();
-  if (!t.device().is_cpu()) {
-    throw py::value_error(absl::StrCat("the ", what, " tensor is ", t.ToString(),
-                                       "; this build's collectives take CPU tensors"));
-  }
   if (!t.is_contiguous()) {
     throw py::value_error(absl::StrCat("the ", what, " tensor (", t.ToString(),
                                        ") is not contiguous; call .contiguous() first"));

@@ -1,10 +1,18 @@
 // paddle.Tensor: an autograd::Variable seen from Python, with zero-copy numpy interop (Note
-// [Zero-copy numpy] in common.h), the autograd entry points (backward, grad, no_grad) and the
-// arithmetic a training script needs. Operations the C++ functional API lacks (transpose, matmul,
-// sum, scale) are recorded here with autograd::RecordOperation so they take part in backward.
+// [Zero-copy numpy] in common.h), the autograd entry points (backward, grad, no_grad), moves
+// between devices (Note [Tensor.to a device]) and the arithmetic a training script needs.
+// Operations the C++ functional API lacks (transpose, matmul, sum, scale) are recorded here with
+// autograd::RecordOperation so they take part in backward.
+//
+// Note [Host views of device tensors]: numpy(), np.asarray and the buffer protocol view a
+// tensor's memory, and the in-place updates of _tensor_ops.py write through those views. A CUDA
+// tensor has no host memory to view, so they raise TypeError naming the device and .cpu() (an
+// explicit copy), as torch does; a silent copy would make `t.numpy()[0] = 1` a lost write. Only
+// repr() and item(), which just read, copy to the host themselves.
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +20,9 @@
 #include "paddle/core/autograd/engine.h"
 #include "paddle/core/autograd/grad_mode.h"
 #include "paddle/core/autograd/variable.h"
+#include "paddle/core/device.h"
+#include "paddle/core/status.h"
+#include "paddle/nn/device_dispatch.h"
 #include "paddle/nn/functional.h"
 #include "paddle/ops/cpu/elementwise.h"
 #include "python/bindings/bindings.h"
@@ -23,22 +34,44 @@ namespace {
 using autograd::Edge;
 using autograd::Variable;
 using Grads = absl::StatusOr<std::vector<Tensor>>;
+using HostFn = std::function<absl::StatusOr<Tensor>(const Tensor&)>;
 namespace F = nn::functional;
+using nn::internal::MoveTensor;
+
+const Variable& Defined(const Variable& v);
+
+// Note [Host fallback]: transpose, scale and sum below are CPU kernels. On a CUDA tensor they
+// run on a host copy and move the result back (synchronous, two copies): correct everywhere, and
+// fast enough for the scalar arithmetic of a training script; models run their layers
+// (paddle.nn), whose operations have CUDA kernels.
+absl::StatusOr<Tensor> OnHost(const Tensor& x, const HostFn& fn) {
+  if (x.device().is_cpu()) return fn(x);
+  ASSIGN_OR_RETURN(Tensor host, MoveTensor(x, Device::Cpu()));
+  ASSIGN_OR_RETURN(Tensor y, fn(host));
+  return MoveTensor(y, x.device());
+}
+
+// y = forward(x), dx = backward(dy), both host functions (Note [Host fallback]).
+Variable HostUnary(const Variable& x, const char* name, const HostFn& forward, HostFn backward) {
+  Tensor y = Unwrap(OnHost(x.data(), forward));
+  return autograd::RecordOperation(y, name, {x.GradientEdge()},
+                                   [backward = std::move(backward)](const Tensor& g) -> Grads {
+                                     ASSIGN_OR_RETURN(Tensor dx, OnHost(g, backward));
+                                     return std::vector<Tensor>{dx};
+                                   });
+}
+
+absl::StatusOr<Tensor> TransposeTensor(const Tensor& t) {
+  ASSIGN_OR_RETURN(Tensor view, t.Transpose(0, 1));
+  return view.Contiguous();
+}
 
 Variable Transpose2d(const Variable& x) {
   if (x.data().dim() != 2) {
     throw py::value_error(
         absl::StrCat("transpose needs a 2-d tensor, got shape ", ShapeToString(x.shape())));
   }
-  Tensor y = Unwrap(Unwrap(x.data().Transpose(0, 1)).Contiguous());
-  return autograd::RecordOperation(y, "transpose", {x.GradientEdge()},
-                                   [](const Tensor& g) -> Grads {
-                                     absl::StatusOr<Tensor> t = g.Transpose(0, 1);
-                                     if (!t.ok()) return t.status();
-                                     absl::StatusOr<Tensor> c = t->Contiguous();
-                                     if (!c.ok()) return c.status();
-                                     return std::vector<Tensor>{*c};
-                                   });
+  return HostUnary(x, "transpose", TransposeTensor, TransposeTensor);
 }
 
 // a [N, K] @ b [K, M], as Linear(a, b^T).
@@ -51,12 +84,8 @@ Variable Matmul(const Variable& a, const Variable& b) {
 }
 
 Variable Scale(const Variable& x, double s) {
-  Tensor y = Unwrap(ops::cpu::Scale(x.data(), static_cast<float>(s)));
-  return autograd::RecordOperation(y, "scale", {x.GradientEdge()}, [s](const Tensor& g) -> Grads {
-    absl::StatusOr<Tensor> d = ops::cpu::Scale(g, static_cast<float>(s));
-    if (!d.ok()) return d.status();
-    return std::vector<Tensor>{*d};
-  });
+  HostFn scale = [s](const Tensor& t) { return ops::cpu::Scale(t, static_cast<float>(s)); };
+  return HostUnary(x, "scale", scale, scale);
 }
 
 // Sum of all elements (float32), accumulated in double; a 0-d result.
@@ -64,26 +93,28 @@ Variable Sum(const Variable& x) {
   if (x.data().dtype() != DType::kFloat32) {
     throw py::type_error(absl::StrCat("sum supports float32 tensors, got ", x.data().ToString()));
   }
-  Tensor c = Unwrap(x.data().Contiguous());
-  double total = 0;
-  const float* p = c.data<float>();
-  for (int64_t i = 0; i < c.numel(); ++i) total += p[i];
-  Tensor y = Unwrap(Tensor::Empty({}, DType::kFloat32));
-  *y.data<float>() = static_cast<float>(total);
-  return autograd::RecordOperation(
-      y, "sum", {x.GradientEdge()}, [shape = x.shape()](const Tensor& g) -> Grads {
-        absl::StatusOr<Tensor> d = Tensor::Empty(shape, DType::kFloat32);
-        if (!d.ok()) return d.status();
-        absl::Status st = ops::cpu::Fill(&*d, *g.data<float>());
-        if (!st.ok()) return st;
-        return std::vector<Tensor>{*d};
-      });
+  HostFn sum = [](const Tensor& t) -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor c, t.Contiguous());
+    double total = 0;
+    const float* p = c.data<float>();
+    for (int64_t i = 0; i < c.numel(); ++i) total += p[i];
+    ASSIGN_OR_RETURN(Tensor y, Tensor::Empty({}, DType::kFloat32));
+    *y.data<float>() = static_cast<float>(total);
+    return y;
+  };
+  HostFn spread = [shape = x.shape()](const Tensor& g) -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(shape, DType::kFloat32));
+    RETURN_IF_ERROR(ops::cpu::Fill(&d, *g.data<float>()));
+    return d;
+  };
+  return HostUnary(x, "sum", sum, std::move(spread));
 }
 
-Variable Full(const Shape& shape, DType dtype, double value) {
+// A constant filled with `value`, on `device`.
+Variable Full(const Shape& shape, DType dtype, double value, Device device = Device::Cpu()) {
   Tensor t = Unwrap(Tensor::Empty(shape, dtype));
   Check(ops::cpu::Fill(&t, static_cast<float>(value)));
-  return Variable(t);
+  return Variable(Unwrap(MoveTensor(t, device)));
 }
 
 Variable MulAny(const Variable& a, const py::object& b) {
@@ -96,23 +127,80 @@ Variable AddAny(const Variable& a, const py::object& b, double sign) {
     Variable other = b.cast<Variable>();
     return Unwrap(F::Add(a, sign > 0 ? other : Scale(other, -1.0)));
   }
-  Variable c = Full(a.shape(), a.data().dtype(), sign * b.cast<double>());
+  Variable c = Full(a.shape(), a.data().dtype(), sign * b.cast<double>(), a.data().device());
   return Unwrap(F::Add(a, c));
+}
+
+// Note [Tensor.to a device]: the copy on another device is recorded as an operation whose
+// backward moves the gradient back, so a loss computed on the GPU reaches leaves on the CPU (and
+// the reverse), as with torch's Tensor.to: the copy of a tensor that requires a gradient is not a
+// leaf (make device leaves with paddle.randn(..., device=) or t.to(d).detach().requires_grad_()).
+// Under no_grad, or when x requires no gradient, the copy is a plain leaf. A tensor already on
+// the device is returned itself (the same Python object).
+py::object MoveTo(const py::object& self, const std::string& text) {
+  const Variable& x = Defined(self.cast<const Variable&>());
+  const Device device = Unwrap(ParseDevice(text));
+  const Device from = x.data().device();
+  if (from == device) return self;
+  absl::StatusOr<Tensor> moved;
+  {
+    py::gil_scoped_release release;
+    moved = MoveTensor(x.data(), device);
+  }
+  if (!moved.ok()) {
+    // Unusable device (no GPU or driver, or no CUDA in the build): say which devices are left.
+    const bool unusable = absl::IsFailedPrecondition(moved.status());
+    Check(Annotate(moved.status(),
+                   absl::StrCat("Tensor.to('", text, "')",
+                                unusable ? ": tensors can use only the CPU in this build on this "
+                                           "machine"
+                                         : "")));
+  }
+  return py::cast(autograd::RecordOperation(*moved, "to_device", {x.GradientEdge()},
+                                            [from](const Tensor& g) -> Grads {
+                                              ASSIGN_OR_RETURN(Tensor dx, MoveTensor(g, from));
+                                              return std::vector<Tensor>{dx};
+                                            }));
+}
+
+// The tensor's memory for a host view (Note [Host views of device tensors]).
+const Tensor& HostData(const Variable& v, const char* what) {
+  const Tensor& t = Defined(v).data();
+  if (!t.device().is_cpu()) {
+    throw py::type_error(absl::StrCat(what, ": the tensor is ", t.ToString(),
+                                      "; numpy views host memory only: call .cpu() first for "
+                                      "a host copy (t.cpu().numpy())"));
+  }
+  return t;
+}
+
+// `t` itself on the CPU, else a host copy (repr and item read it only).
+Tensor HostCopy(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  absl::StatusOr<Tensor> host;
+  {
+    py::gil_scoped_release release;
+    host = MoveTensor(t, Device::Cpu());
+  }
+  return Unwrap(std::move(host));
 }
 
 std::string Repr(const Variable& v) {
   if (!v.defined()) return "paddle.Tensor(undefined)";
+  const Tensor& t = v.data();
   std::string body;
-  if (v.data().device().is_cpu() && v.data().dtype() != DType::kBFloat16) {
-    body = std::string(py::str(TensorToNumpy(v.data())));
-  }
-  return absl::StrCat("paddle.Tensor(", body, ", ", DTypeName(v.data().dtype()),
-                      ", shape=", ShapeToString(v.shape()),
-                      v.requires_grad() ? ", requires_grad=True" : "",
-                      v.name().empty() ? "" : absl::StrCat(", name='", v.name(), "'"), ")");
+  if (t.dtype() != DType::kBFloat16) body = std::string(py::str(TensorToNumpy(HostCopy(t))));
+  return absl::StrCat(
+      "paddle.Tensor(", body, ", ", DTypeName(t.dtype()), ", shape=", ShapeToString(v.shape()),
+      t.device().is_cpu() ? "" : absl::StrCat(", device='", t.device().ToString(), "'"),
+      v.requires_grad() ? ", requires_grad=True" : "",
+      v.name().empty() ? "" : absl::StrCat(", name='", v.name(), "'"), ")");
 }
 
-const Variable& Defined(const Variable& v);
+// A contiguous copy on t's device: CloneGradient copies CUDA tensors with the operations
+// registered for the device (Note [Gradient arithmetic on devices] in
+// paddle/core/autograd/variable.h), which moving a tensor there registered.
+absl::StatusOr<Tensor> CloneOnDevice(const Tensor& t) { return autograd::CloneGradient(t); }
 
 // Note [Python functions in the graph]: paddle.autograd.Function records a node whose backward
 // calls Python. The engine runs it with the GIL released (Tensor.backward releases it), so the
@@ -223,12 +311,31 @@ const char* BufferFormat(DType dtype) {
   throw py::type_error("bfloat16 tensors have no buffer format; convert to float32 first");
 }
 
+// Note [Buffer errors]: the def_buffer callback raises for tensors without a host view (CUDA,
+// bfloat16), but pybind11 2.10's buffer hook does not catch C++ exceptions: one would unwind
+// through CPython into std::terminate. Tensor's hook is this wrapper, which sets the Python error
+// instead (numpy then falls back to __array__, which raises the same message).
+int GetBufferOrRaise(PyObject* obj, Py_buffer* view, int flags) {
+  try {
+    return py::detail::pybind11_getbuffer(obj, view, flags);
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+  }
+  if (view != nullptr) view->obj = nullptr;
+  return -1;
+}
+
 }  // namespace
 
 void BindTensor(py::module_& m) {
-  py::class_<Variable> tensor(m, "Tensor", py::buffer_protocol(), R"(A typed, shaped CPU tensor
-that takes part in automatic differentiation. Views numpy memory without copies
-(paddle.from_numpy) and is viewed by numpy without copies (Tensor.numpy(), np.asarray(t)).)");
+  py::class_<Variable> tensor(m, "Tensor", py::buffer_protocol(), R"(A typed, shaped tensor on the
+CPU or a CUDA device that takes part in automatic differentiation. On the CPU it views numpy
+memory without copies (paddle.from_numpy) and is viewed by numpy without copies (Tensor.numpy(),
+np.asarray(t)); t.to("cuda") / t.cpu() copy between devices.)");
   tensor
       .def(py::init([](const Variable& data, bool requires_grad) {
              return Variable(Defined(data).data(), requires_grad, data.name());
@@ -246,7 +353,7 @@ that takes part in automatic differentiation. Views numpy memory without copies
           py::arg("array"), py::arg("requires_grad") = false, py::arg("name") = "",
           py::arg("dtype") = py::none())
       .def_buffer([](const Variable& v) {
-        const Tensor& t = Defined(v).data();
+        const Tensor& t = HostData(v, "the buffer protocol");
         std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
         std::vector<py::ssize_t> strides;
         for (int64_t s : t.strides()) strides.push_back(s * t.element_size());
@@ -254,12 +361,13 @@ that takes part in automatic differentiation. Views numpy memory without copies
                                strides);
       })
       .def(
-          "numpy", [](const Variable& v) { return TensorToNumpy(Defined(v).data()); },
-          "A numpy view of this tensor's memory (no copy).")
+          "numpy", [](const Variable& v) { return TensorToNumpy(HostData(v, "Tensor.numpy()")); },
+          "A numpy view of this tensor's memory (no copy); CPU tensors only (Note [Host views of "
+          "device tensors]).")
       .def(
           "__array__",
           [](const Variable& v, const py::object& dtype) {
-            py::array a = TensorToNumpy(Defined(v).data());
+            py::array a = TensorToNumpy(HostData(v, "numpy.asarray(tensor)"));
             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
           },
           py::arg("dtype") = py::none())
@@ -279,8 +387,11 @@ that takes part in automatic differentiation. Views numpy memory without copies
              return v.shape()[0];
            })
       .def("is_contiguous", [](const Variable& v) { return Defined(v).data().is_contiguous(); })
-      .def_property_readonly("device",
-                             [](const Variable& v) { return v.data().device().ToString(); })
+      .def_property_readonly(
+          "device", [](const Variable& v) { return Defined(v).data().device().ToString(); })
+      .def_property_readonly("is_cuda",
+                             [](const Variable& v) { return Defined(v).data().device().is_cuda(); })
+      .def("_to_device", &MoveTo, py::arg("device"), "Note [Tensor.to a device]")
       .def_property_readonly("requires_grad", &Variable::requires_grad)
       .def_property_readonly("is_leaf", &Variable::is_leaf)
       .def_property("name", &Variable::name, &Variable::set_name)
@@ -324,22 +435,30 @@ that takes part in automatic differentiation. Views numpy memory without copies
       .def(
           "detach", [](const Variable& v) { return Variable(Defined(v).data()); },
           "The same memory, cut from the graph.")
-      .def("clone", [](const Variable& v) { return Variable(Unwrap(Defined(v).data().Clone())); })
+      .def("clone",
+           [](const Variable& v) { return Variable(Unwrap(CloneOnDevice(Defined(v).data()))); })
       .def("contiguous",
-           [](const Variable& v) { return Variable(Unwrap(Defined(v).data().Contiguous())); })
-      .def("copy_",
-           [](Variable& v, const Variable& src) -> Variable& {
-             Tensor dst = Defined(v).data();
-             Check(dst.CopyFrom(Defined(src).data()));
-             return v;
+           [](const Variable& v) {
+             const Tensor& t = Defined(v).data();
+             return Variable(t.is_contiguous() ? t : Unwrap(CloneOnDevice(t)));
            })
+      .def(
+          "copy_",
+          [](Variable& v, const Variable& src) -> Variable& {
+            Tensor dst = Defined(v).data();
+            Check(nn::internal::CopyInto(Defined(src).data(), dst));
+            return v;
+          },
+          "Copies `src` (same shape and dtype, any device) into this tensor's memory.")
       .def("item",
            [](const Variable& v) -> py::object {
              if (Defined(v).data().numel() != 1) {
                throw py::value_error(absl::StrCat("item() needs one element, the tensor has shape ",
                                                   ShapeToString(v.shape())));
              }
-             return TensorToNumpy(v.data()).attr("reshape")(-1)[py::int_(0)].attr("item")();
+             return TensorToNumpy(HostCopy(v.data()))
+                 .attr("reshape")(-1)[py::int_(0)]
+                 .attr("item")();
            })
       .def("reshape",
            [](const Variable& v, const std::vector<int64_t>& shape) {
@@ -364,6 +483,7 @@ that takes part in automatic differentiation. Views numpy memory without copies
       .def("__rmul__", &MulAny)
       .def("__neg__", [](const Variable& a) { return Scale(a, -1.0); })
       .def("__repr__", &Repr);
+  reinterpret_cast<PyTypeObject*>(tensor.ptr())->tp_as_buffer->bf_getbuffer = &GetBufferOrRaise;
 
   m.def("matmul", &Matmul, py::arg("a"), py::arg("b"));
   m.def("_record_function", &RecordPythonFunction, py::arg("output"), py::arg("inputs"),
@@ -379,6 +499,15 @@ that takes part in automatic differentiation. Views numpy memory without copies
       },
       py::arg("shape"), py::arg("value"), py::arg("dtype") = "float32",
       py::arg("requires_grad") = false);
+  m.def(
+      "check_device",
+      [](const std::string& device) {
+        Check(nn::internal::CheckDeviceUsable(Unwrap(ParseDevice(device))));
+      },
+      py::arg("device"),
+      "Returns if `device` ('cpu', 'cuda', 'cuda:N') can hold tensors, else raises why: "
+      "RuntimeError without CUDA in the build or without a GPU and driver, ValueError for a bad "
+      "name or a device number this process does not see.");
   m.def("is_grad_enabled", &autograd::GradMode::IsEnabled);
   m.def("set_grad_enabled", &autograd::GradMode::SetEnabled, py::arg("enabled"));
 }

@@ -1,18 +1,19 @@
 """Paddle Collective: data-parallel deep learning without a parameter server.
 
-`import paddle` gives single-process training on the CPU: tensors that view numpy memory without
-copies and take part in autograd, paddle.nn layers and models, paddle.optim, paddle.data, and
-paddle.save / paddle.load. paddle.distributed runs collectives across processes (see
-docs/python.md).
+`import paddle` gives single-process training: tensors that view numpy memory without copies
+and take part in autograd, paddle.nn layers and models, paddle.optim, paddle.data, and
+paddle.save / paddle.load; on a CUDA device too where the build has CUDA and a GPU is present
+(t.to("cuda"), Module.to("cuda"), docs/python.md "GPU"). paddle.distributed runs collectives
+across processes.
 """
 import contextlib
 
 import numpy as np
 
 from paddle import _C
-from paddle._C import (Tensor, bfloat16_to_float, convert_path, dtype_size, float_to_bfloat16,
-                       float_to_half, full, get_num_threads, half_to_float, is_grad_enabled,
-                       philox_uniform, set_num_threads)
+from paddle._C import (Tensor, bfloat16_to_float, check_device, convert_path, dtype_size,
+                       float_to_bfloat16, float_to_half, get_num_threads, half_to_float,
+                       is_grad_enabled, philox_uniform, set_num_threads)
 from paddle import autograd, _tensor_ops  # noqa: I100 (autograd first: _tensor_ops uses it)
 from paddle._tensor_ops import (abs, argmax, cat, div, eq, exp, ge, gt, le, log, log_softmax, lt,
                                 matmul, max, mean, min, mul, ne, permute, pow, sigmoid, softmax,
@@ -27,7 +28,7 @@ __all__ = [
     "half_to_float", "philox_uniform", "autograd", "abs", "argmax", "cat", "div", "eq", "exp",
     "ge", "gt", "le", "log", "log_softmax", "lt", "max", "mean", "min", "mul", "ne", "permute",
     "pow", "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sum", "tanh", "transpose",
-    "unsqueeze", "where", "randn", "rand", "arange",
+    "unsqueeze", "where", "randn", "rand", "arange", "check_device", "cuda_is_available",
 ]
 
 
@@ -41,42 +42,69 @@ def from_numpy(array, requires_grad=False, name="", dtype=None):
     return Tensor.from_numpy(array, requires_grad, name, dtype)
 
 
-def tensor(data, dtype=None, requires_grad=False, name=""):
-    """A new Tensor holding a copy of `data` (nested lists, scalars, arrays, Tensors).
+def cuda_is_available():
+    """Whether this build has CUDA and this process sees a GPU and its driver
+    (paddle.check_device("cuda") raises the reason when not)."""
+    try:
+        check_device("cuda")
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
+def _placed(t, device, requires_grad, name=""):
+    """`t` (a new CPU tensor) as a leaf named `name` on `device` (None: the CPU)."""
+    if device is not None:
+        t = t._to_device(device)
+    t = Tensor(t, requires_grad)
+    t.name = name
+    return t
+
+
+def tensor(data, dtype=None, requires_grad=False, name="", device=None):
+    """A new Tensor holding a copy of `data` (nested lists, scalars, arrays, Tensors), on
+    `device` (default: the CPU, or the device of a Tensor `data`).
 
     Python floats become float32 (not numpy's float64), as in PyTorch.
     """
     if isinstance(data, Tensor):
-        data = data.numpy()
+        device = data.device if device is None else device
+        data = data.detach().cpu().numpy()
     default_float = dtype is None and not isinstance(data, np.ndarray)
     array = np.array(data, dtype=dtype, copy=True)
     if default_float and array.dtype == np.float64:
         array = array.astype(np.float32)
     if not array.dtype.isnative:  # e.g. '>f4' on x86: a copy anyway, so convert it
         array = array.astype(array.dtype.newbyteorder("="))
-    return Tensor.from_numpy(np.ascontiguousarray(array), requires_grad, name, None)
+    t = Tensor.from_numpy(np.ascontiguousarray(array), False, "", None)
+    return _placed(t, device, requires_grad, name)
 
 
-def zeros(shape, dtype="float32", requires_grad=False):
-    return tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad)
+def zeros(shape, dtype="float32", requires_grad=False, device=None):
+    return tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad, device=device)
 
 
-def ones(shape, dtype="float32", requires_grad=False):
-    return tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
+def ones(shape, dtype="float32", requires_grad=False, device=None):
+    return tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad, device=device)
 
 
-def randn(*shape, dtype="float32", requires_grad=False, seed=None):
-    """Standard normal samples from numpy's generator (seeded by `seed` when given)."""
+def full(shape, value, dtype="float32", requires_grad=False, device=None):
+    return _placed(_C.full(shape, value, dtype), device, requires_grad)
+
+
+def randn(*shape, dtype="float32", requires_grad=False, seed=None, device=None):
+    """Standard normal samples from numpy's generator (seeded by `seed` when given), drawn on the
+    host whatever the device, so a seed gives the same values on every device."""
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     values = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-    return from_numpy(values, requires_grad=requires_grad)
+    return _placed(from_numpy(values), device, requires_grad)
 
 
-def rand(*shape, dtype="float32", requires_grad=False, seed=None):
+def rand(*shape, dtype="float32", requires_grad=False, seed=None, device=None):
     """Uniform samples in [0, 1) from numpy's generator (seeded by `seed` when given)."""
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     values = np.random.default_rng(seed).random(shape).astype(dtype)
-    return from_numpy(values, requires_grad=requires_grad)
+    return _placed(from_numpy(values), device, requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None):
@@ -86,18 +114,19 @@ def arange(start, end=None, step=1, dtype=None):
     return from_numpy(np.ascontiguousarray(values.astype(dtype or values.dtype)))
 
 
-_DEVICE_PREFIXES = ("cpu", "cuda")
+_DEVICE_PREFIXES = ("cpu", "cuda", "gpu")
 
 
 def _tensor_to(self, dtype):
     """A copy converted to `dtype` (float32, float64, int64, ...), cut from the graph; or, for
-    a device ("cpu", "cuda", "cuda:N"), the tensor on that device."""
-    if isinstance(dtype, str) and dtype.split(":")[0] in _DEVICE_PREFIXES:
-        if dtype == "cpu":
-            return self
-        raise RuntimeError(f"tensor.to({dtype!r}): paddle.Tensor lives on the CPU in this "
-                           "build; modules move with Module.to(), which fails the same way when "
-                           "CUDA is not built or no GPU is present")
+    a device ("cpu", "cuda", "cuda:N"), the tensor on that device: itself when it is there
+    already, else a copy that autograd differentiates through (Note [Tensor.to a device] in
+    python/bindings/tensor.cc). RuntimeError naming the device and the reason where it cannot
+    be used (no CUDA in the build, no GPU or driver); ValueError for a bad device name."""
+    if isinstance(dtype, str) and dtype.split(":")[0].strip().lower() in _DEVICE_PREFIXES:
+        return self._to_device(dtype)
+    if self.is_cuda:  # dtype conversion runs on the host (numpy)
+        return self.cpu().to(dtype)._to_device(self.device)
     if self.dtype == dtype:
         return self.clone()
     if self.dtype == "bfloat16":
@@ -109,6 +138,9 @@ def _tensor_to(self, dtype):
 
 
 Tensor.to = _tensor_to
+Tensor.cpu = lambda self: self._to_device("cpu")
+Tensor.cuda = lambda self, device=0: self._to_device(
+    device if isinstance(device, str) else f"cuda:{int(device)}")
 Tensor.__iter__ = lambda self: iter(self.numpy())
 
 

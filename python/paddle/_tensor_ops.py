@@ -4,8 +4,10 @@ batched matmul and in-place updates.
 
 Each differentiable operation is a paddle.autograd.Function whose forward and backward run
 numpy's compiled loops over zero-copy views of the tensors; the graph is the C++ engine's.
-The hot path of a model stays in C++: same-shaped float32 add/mul, 2-d matmul, sums over all
-elements, relu and the layers call the C++ kernels directly.
+The hot path of a model stays in C++: same-shaped float32 add/sub/mul, 2-d matmul, sums over all
+elements, relu and the layers call the C++ kernels directly. Those are also the operations that
+take CUDA tensors; the numpy-based ones raise TypeError on them, naming the device and .cpu()
+(Note [Host views of device tensors] in python/bindings/tensor.cc).
 
 In-place updates (add_, mul_, fill_, zero_, t[i] = v, and +=, -=, *=, /=) write the tensor's
 memory. They are for tensors outside a graph or under paddle.no_grad() (optimizer-style
@@ -28,6 +30,7 @@ _c_add = _C.nn.functional.add
 _c_mul = _C.nn.functional.mul
 _c_matmul = _C.matmul
 _c_add_any = Tensor.__add__
+_c_sub_any = Tensor.__sub__
 _c_mul_any = Tensor.__mul__
 
 
@@ -138,6 +141,8 @@ def add(a, b):
 
 def sub(a, b):
     a = as_tensor(a, b if isinstance(b, Tensor) else None)
+    if _same(a, b) or (a.dtype == "float32" and isinstance(b, (int, float))):
+        return _c_sub_any(a, b)
     return _Sub.apply(a, as_tensor(b, a))
 
 

@@ -6,7 +6,8 @@
     work = dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=True); work.wait()
 
 Contiguous inputs are used in place, without copies (numpy memory directly; torch tensors through
-their .numpy() view). Non-contiguous or read-only outputs, unsupported dtypes and numpy arrays
+their .numpy() view; paddle.Tensors on a CUDA device in device memory, with the nccl backend or
+the native one). Non-contiguous or read-only outputs, unsupported dtypes and numpy arrays
 of the other byte order raise ValueError or TypeError before anything is sent; so does a timeout
 that is not a positive, finite number of seconds. Waiting releases the GIL. Failures raise DistError
 subclasses carrying the C++ message: DistTimeoutError (an operation ran past its timeout),
@@ -103,17 +104,28 @@ def init_process_group(backend="native", init_method="env://", timeout=300.0, ra
                        world_size=None, debug_checks=None):
     """Meets the other ranks through `init_method` and builds the default group.
 
-    backend: "native" or "gloo". init_method: env:// (MASTER_ADDR, MASTER_PORT, RANK,
-    WORLD_SIZE), tcp://host:port, file:///path or etcd://host:port/job; rank and world_size
-    are added to the URL's query when given. timeout (seconds or datetime.timedelta) bounds the
+    backend: "native", "gloo" or "nccl" (CUDA tensors only, one GPU per rank: PADDLE_CUDA_DEVICE,
+    else LOCAL_RANK, else the rank, modulo the visible devices; Note [NCCL backend semantics] in
+    paddle/collective/backends/nccl/nccl_communicator.h). Where nccl cannot run (no CUDA in the
+    build, no GPU or driver) it raises RuntimeError saying which, before the rendezvous.
+    The list forms of all_gather, reduce_scatter and all_to_all pack through host memory, so with
+    nccl pass one tensor of world_size blocks instead.
+    init_method: env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), tcp://host:port,
+    file:///path or etcd://host:port/job; rank and world_size are added to the URL's query when
+    given. timeout (seconds or datetime.timedelta) bounds the
     rendezvous and is every collective's default timeout. debug_checks (default
     PADDLE_DEBUG_CHECKS=1) checks that ranks agree on each collective's arguments first.
     """
     if _default["group"] is not None:
         raise RuntimeError("init_process_group was already called; call destroy_process_group "
                            "first")
-    if backend not in ("native", "gloo"):
-        raise ValueError(f"backend={backend!r}: choose 'native' or 'gloo'")
+    if backend not in ("native", "gloo", "nccl"):
+        raise ValueError(f"backend={backend!r}: choose 'native', 'gloo' or 'nccl'")
+    if backend == "nccl":
+        try:  # every rank fails alike here, rather than after waiting for the others
+            _C.check_device("cuda")
+        except (RuntimeError, ValueError) as e:  # ValueError: a driver that sees no device
+            raise RuntimeError(f"init_process_group(backend='nccl'): {e}") from None
     if timeout is None:
         raise ValueError("timeout must be a positive, finite number of seconds, got None")
     seconds = _seconds(timeout)
@@ -206,8 +218,9 @@ def _as_tensor(obj, what, writable):
         return Tensor.from_numpy(obj, False, "", None)
     if _torch is not None and isinstance(obj, _torch.Tensor):
         if obj.device.type != "cpu":
-            raise ValueError(f"the {what} torch tensor is on {obj.device}; this build's "
-                             "collectives take CPU tensors")
+            raise ValueError(f"the {what} torch tensor is on {obj.device}; torch tensors are "
+                             "passed through numpy, so CPU only: for GPU memory pass a "
+                             "paddle.Tensor on the device (t.to('cuda'))")
         if not obj.is_contiguous():
             raise ValueError(f"the {what} torch tensor (shape {tuple(obj.shape)}, stride "
                              f"{obj.stride()}) is not contiguous; pass t.contiguous() and read "
