@@ -13,7 +13,9 @@
 //     progress, and with the tasks of the epoch finished so far (TaskData::done) and the commit's
 //     ledger lines; a barrier; then each rank finishes its used-up tasks and appends the ledger
 //     lines (TaskData::AfterCommit). Nothing is finished or written to the ledger that the newest
-//     checkpoint does not hold.
+//     checkpoint does not hold. Without --checkpoint-dir and --sample-ledger nothing keeps what
+//     the allgather gathers (a restart trains from the beginning, see Not covered), so the commit
+//     is only AfterCommit's finishing, with no collective.
 //  2. Resume (--resume, which the restarted job runs with): every rank loads the checkpoint rank
 //     0 picks (AgreeOnCheckpoint); rank 0 rebuilds the new store's task master from it
 //     (TaskMaster::Restore: its epoch, its done tasks, every other task in todo) and appends its
@@ -196,6 +198,8 @@ absl::Status TaskGroupTrainer::Resume() {
 }
 
 absl::Status TaskGroupTrainer::Commit() {
+  // Note [Static task positions], step 1: nothing to keep, no exchange.
+  if (!checkpoints_ && run_.tasks.ledger_dir.empty()) return data_->AfterCommit();
   state_->extras()["rng/dropout_offset"] = static_cast<int64_t>(dropout_->offset());
   RETURN_IF_ERROR(data_->Exchange(comm(), state_->extras()));
   if (checkpoints_) {

@@ -12,9 +12,10 @@
 //     used) and its steps' sample ids since the last commit. Every rank then holds the same list
 //     of all ranks' tasks; it goes into the commit's extras, so the commit that the next
 //     generation adopts (the highest one) says exactly how far every task was consumed.
-//  3. Right after the commit each rank Finishes its tasks whose `used` reached the end: only
-//     then do they count as done in the store. A rank that dies between the commit and its Finish
-//     leaves them pending, and step 4 finishes them.
+//  3. After the commit each rank Finishes its tasks whose `used` reached the end: only then do
+//     they count as done in the store. The Finish rides on the rank's next Ask (Note [Folded
+//     finish]), and until the store has them done every later commit names them again, used up.
+//     A rank that dies before its Finish leaves them pending, and step 4 finishes them.
 //  4. A new generation, after adopting the commit, forgets everything read since (those steps
 //     were rolled back) and splits the commit's task list: rank r adopts the i-th task for
 //     i % size == r (TaskMaster::Adopt: a new generation in the store, so the earlier holder's
@@ -68,6 +69,9 @@ namespace {
 constexpr int64_t kMaxOpen = 64;  // tasks a commit can name (extras keys data/open/NN/...)
 constexpr int64_t kMaxHeld = 16;  // tasks one rank can hold at a commit
 constexpr int64_t kImageBytes = 28 * 28;
+// The lease of one Ask (Note [Task prefetch]). 1: with 2 the prefetch answer waits for both
+// tasks' decode, and under load that cost more than the round trips it saved.
+constexpr int kTasksPerAsk = 1;
 
 // The extras key of field "id", "gen" or "used" of open task i < kMaxOpen. Made once: a commit
 // every few steps looks up 3 x kMaxOpen of them, and formatting them each time was a visible
@@ -87,6 +91,18 @@ const std::string& OpenKey(int64_t i, const char* field) {
 }
 
 int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The Ask of Note [Folded finish]: a lease (shrinking near the epoch's end, split `ways` ways),
+// and the finish of `finishing`.
+absl::StatusOr<data::TaskAnswer> AskLease(data::TaskMaster& master, int64_t epoch,
+                                          const std::string& worker, int ways,
+                                          const std::vector<data::Task>& finishing) {
+  data::AskOptions o;
+  o.max_tasks = kTasksPerAsk;
+  o.ways = ways;
+  o.finish = finishing;
+  return master.Ask(epoch, worker, o);
+}
 
 }  // namespace
 
@@ -211,7 +227,6 @@ TaskData::~TaskData() {
   // Their threads use master_; a prefetched task left pending goes back to todo at the epoch's
   // tail (Note [Task positions], step 5).
   if (asking_.valid()) asking_.wait();
-  if (finish_call_.valid()) finish_call_.wait();
   held_.clear();  // the feeds' threads
   if (ledger_ != nullptr) std::fclose(ledger_);
 }
@@ -230,12 +245,12 @@ std::string TaskData::Worker() const {
 absl::Status TaskData::StartGeneration(const std::map<std::string, int64_t>& extras, int64_t epoch,
                                        int64_t generation, int rank, int size) {
   // Note [Master calls]: a task asked for since the commit is rolled back with the steps (still
-  // pending, it goes back to todo at the epoch's tail); a Finish that failed is redone below by
-  // whoever adopts its tasks, which the commit names used up.
+  // pending, it goes back to todo at the epoch's tail); a Finish not made, or failed, is made
+  // below by whoever adopts its tasks, which the commit names used up (Note [Folded finish]).
   if (asking_.valid()) asking_.get();
-  if (finish_call_.valid()) finish_call_.get().IgnoreError();
   tail_ = false;
   held_.clear();
+  unfinished_.clear();
   ahead_epoch_ = -1;
   full_steps_ = 0;
   finishing_.clear();
@@ -353,43 +368,58 @@ absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int
 }
 
 // Note [Task prefetch]
-// A rank asks for its next task, at most one ahead, while it still has a few steps' records in
-// hand (4 steps' worth: enough for the Ask to come back and the task to be decoded before it is
-// needed, few enough that at the end of an epoch a rank does not sit on a task the others could
-// have read). The Ask runs on the master thread (Note [Master calls]), and the same call then
-// reads and decodes the whole task there (TaskFeed::ReadNow): on a machine with as many busy
-// threads as cores, a feed thread started and woken per task took cores from the training
-// threads, and a synchronous step waits for the rank that lost its core. The next Take that finds
-// the answer in holds the task with its rows ready. From the Ask on the task counts as held:
-// Exchange waits for an answer still out (and its decode), so the next commit names it (Note
-// [Task positions], step 2) and a new generation adopts it; its decoded rows count as read only
-// when Take hands them to a step. A worker that dies, or a generation that rolls back, before a
-// commit named it leaves it pending in the store with no holder in any commit: the case of step
-// 5 (a task taken after the last commit and rolled back), where EndEpoch puts it back in todo. So
-// it is read in exactly one committed update either way.
+// A rank asks for its next tasks, one lease ahead at most (kTasksPerAsk tasks in one Ask, Note
+// [Leases] in paddle/data/task_master.cc), while it still has a few steps' records in hand (4
+// steps' worth: enough for the Ask to come back and the tasks to be decoded before they are
+// needed). Near the epoch's end the lease shrinks to the rank's share of todo (AskOptions::ways is
+// the number of ranks), so that a rank does not sit on tasks the others could have read. The Ask
+// runs on the master thread (Note [Master calls]), and the same call then reads and decodes the
+// lease's tasks there (TaskFeed::ReadNow): on a machine with as many busy threads as cores, a
+// feed thread started and woken per task took cores from the training threads, and a synchronous
+// step waits for the rank that lost its core. The next Take that finds the answer in holds the
+// tasks with their rows ready. From the Ask on the tasks count as held: Exchange waits for an
+// answer still out (and its decode), so the next commit names them (Note [Task positions], step
+// 2) and a new generation adopts them; their decoded rows count as read only when Take hands them
+// to a step. A worker that dies, or a generation that rolls back, before a commit named them
+// leaves them pending in the store with no holder in any commit: the case of step 5 (tasks taken
+// after the last commit and rolled back), where EndEpoch puts each back in todo. So each is read
+// in exactly one committed update either way.
 //
 // Note [Master calls]
 // Every call of the task master is a store transaction (a read and a compare-and-set, two round
 // trips, to a store that on a busy machine answers when its thread gets a core), and the
-// synchronous trainer waits for the slowest rank each step, so the prefetch Ask and the Finish
-// after a commit run on a thread of their own, one call at a time, while the training thread
-// goes on. What they may not change is the order of the Note [Task positions] steps:
-//  - Finish still follows the commit (AfterCommit queues it), and each AfterCommit first waits
-//    for the previous commit's, so at most one is out. At the epoch's tail (the last TakeStep found
-//    no sample on any rank) AfterCommit finishes on the training thread: rank 0's EndEpoch, after
-//    the barrier that follows, must find every used-up task done, or it would hand them out again.
+// synchronous trainer waits for the slowest rank each step, so the prefetch Ask, with the Finish
+// it carries (Note [Folded finish]), runs on a thread of its own while the training thread goes
+// on. What it may not change is the order of the Note [Task positions] steps:
+//  - A Finish follows the commit that consumed its tasks: only AfterCommit puts tasks in
+//    unfinished_, and an Ask carries what unfinished_ held when it was made.
+//  - At the epoch's tail (the last TakeStep found no sample on any rank) AfterCommit finishes on
+//    the training thread: rank 0's EndEpoch, after the barrier that follows, must find every
+//    used-up task done, or it would hand them out again.
 //  - A Take that comes up short first waits for the Ask out, so no Ask is out when a step finds
 //    no sample anywhere and EndEpoch runs (a task it handed to this rank is read first).
-//  - StartGeneration waits for both and drops the answer (the rolled-back case above); a failed
-//    Finish is redone by the task's adopter, which the commit tells that it was used up.
-//  - An error of either call fails the Take, Exchange or AfterCommit that collects it.
-// Measured (2 ranks, MLP, load 5): the training thread's time in Ask went from 0.19 s to 0.03-0.06
-// s per 3 epochs and in Finish from 0.11 s to 0.02-0.04 s (what is left is handing the call over:
-// on 2 busy cores the woken thread often runs first).
+//  - StartGeneration waits for it and drops the answer (the rolled-back case above); a Finish it
+//    carried that was not made is made by the task's adopter, which the commit tells that it was
+//    used up.
+//  - An error of the call fails the Take or Exchange that collects it.
+//
+// Note [Folded finish]
+// A rank's used-up tasks are finished in the transaction of its next Ask (AskOptions::finish),
+// not by a Finish call of their own: one store transaction per kTasksPerAsk tasks instead of an
+// Ask and a Finish per task. The price is a later Finish, and so a longer time
+// in which the rank can die with consumed tasks still pending in the store (Not covered (b) of
+// Note [Task master]). Here that time is covered by the commit instead: AfterCommit moves the
+// tasks the commit consumed from held_ to unfinished_, and every later Exchange names them again,
+// used up, until the answer of an Ask that carried them is in. So the commit a new generation
+// adopts names used up every task it consumed that the store may still hold pending, and step 4
+// of Note [Task positions] finishes them; done() lists a task once however many commits name it.
+// The carrying Ask is the next prefetch, about a lease's worth of steps later; at the epoch's
+// tail none comes, and AfterCommit finishes at once.
 absl::Status TaskData::Prefetch(int64_t epoch, int64_t n) {
   const int64_t open =
       std::count_if(held_.begin(), held_.end(), [](const Held& h) { return h.used < h.size(); });
-  // At most one task ahead: a rank holds at most two with records left (kMaxHeld counts on it).
+  // One lease ahead at most: a rank holds at most 1 + kTasksPerAsk tasks with records left
+  // (kMaxHeld counts on it).
   if (asking_.valid() || ahead_epoch_ == epoch || open > 1 ||
       RecordsHeld() >= 4 * std::max<int64_t>(n, 1)) {
     return absl::OkStatus();
@@ -397,19 +427,50 @@ absl::Status TaskData::Prefetch(int64_t epoch, int64_t n) {
   asking_epoch_ = epoch;
   if (master_thread_ == nullptr) master_thread_ = std::make_unique<MasterThread>();
   // Reads on the master thread only the const members and the (thread-safe) index cache.
-  asking_ = master_thread_->Run([this, epoch, worker = Worker()] {
-    Asked asked{master_->Ask(epoch, worker), nullptr};
-    if (asked.answer.ok() && asked.answer->kind == data::TaskAnswer::kTask) {
-      data::TaskFeedOptions fo;
-      fo.index_cache = indexes_;
-      absl::StatusOr<std::unique_ptr<data::TaskFeed>> feed =
-          data::TaskFeed::ReadNow(RangeOf(asked.answer->task, 0), layout_, fo);
-      // A bad layout fails StartFeed's Start again, on the training thread, where it is reported.
-      if (feed.ok()) asked.feed = *std::move(feed);
-    }
-    return asked;
-  });
+  asking_ =
+      master_thread_->Run([this, epoch, worker = Worker(), ways = size_, finishing = unfinished_] {
+        Asked asked{AskLease(*master_, epoch, worker, ways, finishing), {}, finishing};
+        if (asked.answer.ok() && asked.answer->kind == data::TaskAnswer::kTask) {
+          data::TaskFeedOptions fo;
+          fo.index_cache = indexes_;
+          std::vector<data::Task> lease = {asked.answer->task};
+          lease.insert(lease.end(), asked.answer->more.begin(), asked.answer->more.end());
+          for (const data::Task& task : lease) {
+            absl::StatusOr<std::unique_ptr<data::TaskFeed>> feed =
+                data::TaskFeed::ReadNow(RangeOf(task, 0), layout_, fo);
+            // A bad layout fails StartFeed's Start again, on the training thread, where it is
+            // reported.
+            asked.feeds.push_back(feed.ok() ? *std::move(feed) : nullptr);
+          }
+        }
+        return asked;
+      });
   return absl::OkStatus();
+}
+
+void TaskData::Hold(const data::TaskAnswer& a, std::vector<std::unique_ptr<data::TaskFeed>> feeds) {
+  feeds.resize(1 + a.more.size());
+  held_.push_back(Held{a.task, 0, std::move(feeds[0])});
+  for (size_t i = 0; i < a.more.size(); ++i) {
+    held_.push_back(Held{a.more[i], 0, std::move(feeds[1 + i])});
+  }
+}
+
+void TaskData::Finished(const std::vector<data::Task>& carried, const std::vector<bool>& accepted) {
+  for (size_t i = 0; i < carried.size(); ++i) {
+    const data::Task& t = carried[i];
+    if (i < accepted.size() && !accepted[i]) {
+      // Another rank adopted it: this worker was stopped and removed from the group.
+      std::fprintf(stderr, "fashion_mnist --data=tasks: %s: finish of task %lld ignored (%s)\n",
+                   Worker().c_str(), static_cast<long long>(t.id),
+                   "taken over by a later generation");
+    }
+    unfinished_.erase(std::remove_if(unfinished_.begin(), unfinished_.end(),
+                                     [&](const data::Task& u) {
+                                       return u.id == t.id && u.generation == t.generation;
+                                     }),
+                      unfinished_.end());
+  }
 }
 
 absl::Status TaskData::TakeAsked(bool wait) {
@@ -419,12 +480,15 @@ absl::Status TaskData::TakeAsked(bool wait) {
   }
   Asked asked = asking_.get();
   ASSIGN_OR_RETURN(data::TaskAnswer a, std::move(asked.answer));
+  Finished(asked.finishing, a.finished);
   if (a.kind != data::TaskAnswer::kTask) {
     ahead_epoch_ = asking_epoch_;  // none to spare now; Take still asks when it runs out
     return absl::OkStatus();
   }
-  held_.push_back(Held{a.task, 0, std::move(asked.feed)});
-  return StartFeed(held_.size() - 1);
+  const size_t first = held_.size();
+  Hold(a, std::move(asked.feeds));
+  for (size_t i = first; i < held_.size(); ++i) RETURN_IF_ERROR(StartFeed(i));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> TaskData::Take(int64_t epoch, int64_t step, int64_t n, Tensor* images,
@@ -445,9 +509,11 @@ absl::StatusOr<int64_t> TaskData::Take(int64_t epoch, int64_t step, int64_t n, T
         RETURN_IF_ERROR(TakeAsked(/*wait=*/true));
         continue;
       }
-      ASSIGN_OR_RETURN(data::TaskAnswer a, master_->Ask(epoch, Worker()));
+      const std::vector<data::Task> finishing = unfinished_;
+      ASSIGN_OR_RETURN(data::TaskAnswer a, AskLease(*master_, epoch, Worker(), size_, finishing));
+      Finished(finishing, a.finished);
       if (a.kind != data::TaskAnswer::kTask) break;  // kWait or kEpochDone: none left for us
-      held_.push_back(Held{a.task, 0, nullptr});
+      Hold(a, {});
       continue;
     }
     RETURN_IF_ERROR(StartFeed(i));
@@ -486,20 +552,28 @@ absl::Status TaskData::Exchange(Communicator& comm, std::map<std::string, int64_
   RETURN_IF_ERROR(TakeAsked(/*wait=*/true));  // the commit names every task asked for before it
   const int64_t max_share = Ceil(options_.global_batch, comm.world_size());
   const int64_t width = 2 + 3 * kMaxHeld + options_.commit_every * (3 + max_share);
-  if (static_cast<int64_t>(held_.size()) > kMaxHeld) {
+  // Held tasks, then the used-up ones still unfinished (Note [Folded finish]).
+  const auto num_held = static_cast<int64_t>(held_.size());
+  const int64_t naming = num_held + static_cast<int64_t>(unfinished_.size());
+  if (naming > kMaxHeld) {
     return absl::FailedPreconditionError(absl::StrCat("--data=tasks: rank ", comm.rank(), " holds ",
-                                                      held_.size(), " tasks at a commit (at most ",
+                                                      naming, " tasks at a commit (at most ",
                                                       kMaxHeld, "); raise --records-per-task"));
   }
   ASSIGN_OR_RETURN(Tensor mine, Tensor::Zeros({width}, DType::kInt64));
   int64_t* b = mine.data<int64_t>();
   int64_t at = 0;
-  b[at++] = static_cast<int64_t>(held_.size());
+  b[at++] = naming;
   for (int64_t i = 0; i < kMaxHeld; ++i, at += 3) {
-    if (i < static_cast<int64_t>(held_.size())) {
+    if (i < num_held) {
       b[at] = held_[i].task.id;
       b[at + 1] = held_[i].task.generation;
       b[at + 2] = held_[i].used;
+    } else if (i < naming) {
+      const data::Task& t = unfinished_[static_cast<size_t>(i - num_held)];
+      b[at] = t.id;
+      b[at + 1] = t.generation;
+      b[at + 2] = t.range.end - t.range.begin;
     }
   }
   b[at++] = static_cast<int64_t>(lines_.size());
@@ -581,51 +655,33 @@ absl::Status TaskData::RestoreDone(int64_t epoch, std::vector<int64_t> done, boo
   return absl::OkStatus();
 }
 
-absl::Status TaskData::SettleFinish() {
-  if (!finish_call_.valid()) return absl::OkStatus();
-  return finish_call_.get();
-}
-
-absl::StatusOr<bool> TaskData::EndEpoch(int64_t epoch) {
-  RETURN_IF_ERROR(SettleFinish());
-  return master_->EndEpoch(epoch);
-}
+absl::StatusOr<bool> TaskData::EndEpoch(int64_t epoch) { return master_->EndEpoch(epoch); }
 
 absl::Status TaskData::AfterCommit() {
-  RETURN_IF_ERROR(SettleFinish());
   lines_.clear();
   if (ledger_ != nullptr) RETURN_IF_ERROR(AppendLedger(CommittingLedger()));
   committing_.clear();
-  done_.insert(done_.end(), finishing_.begin(), finishing_.end());
+  // A task still unfinished is named by every commit until it is done: done() lists it once.
+  for (int64_t id : finishing_) {
+    if (std::find(done_.begin(), done_.end(), id) == done_.end()) done_.push_back(id);
+  }
   finishing_.clear();
-  std::vector<data::Task> used_up;
   std::vector<Held> kept;
   for (Held& h : held_) {
     if (h.used == h.size()) {
-      used_up.push_back(h.task);
+      unfinished_.push_back(h.task);
     } else {
       kept.push_back(std::move(h));
     }
   }
   held_ = std::move(kept);
-  if (used_up.empty()) return absl::OkStatus();
-  auto finish = [master = master_.get(), used_up = std::move(used_up),
-                 worker = Worker()]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::vector<bool> accepted, master->Finish(used_up));
-    for (size_t i = 0; i < accepted.size(); ++i) {
-      if (!accepted[i]) {
-        // Another rank adopted it: this worker was stopped and removed from the group.
-        std::fprintf(stderr, "fashion_mnist --data=tasks: %s: finish of task %lld ignored (%s)\n",
-                     worker.c_str(), static_cast<long long>(used_up[i].id),
-                     "taken over by a later generation");
-      }
-    }
-    return absl::OkStatus();
-  };
-  // At the epoch's tail rank 0's EndEpoch, after a barrier, must find every used-up task done.
-  if (tail_) return finish();
-  if (master_thread_ == nullptr) master_thread_ = std::make_unique<MasterThread>();
-  finish_call_ = master_thread_->Run(std::move(finish));
+  // Note [Folded finish]: the next Ask finishes them. At the epoch's tail none comes, and rank 0's
+  // EndEpoch, after a barrier, must find every used-up task done.
+  if (!tail_ || unfinished_.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(TakeAsked(/*wait=*/true));  // none is out at the tail; if one were, it goes first
+  const std::vector<data::Task> finishing = unfinished_;
+  ASSIGN_OR_RETURN(std::vector<bool> accepted, master_->Finish(finishing));
+  Finished(finishing, accepted);
   return absl::OkStatus();
 }
 

@@ -10,8 +10,9 @@
 //   StartGeneration after adopting the generation's commit; TakeStep for each step's samples;
 //   Exchange right before ElasticState::Commit and AfterCommit right after it; EndEpoch (rank 0
 //   only) when a step found no sample anywhere.
-// One training thread owns the object; the task master's Ask (prefetch) and Finish (after a
-// commit) run on a thread of its own beside it (Note [Master calls] in fashion_mnist_tasks.cc).
+// One training thread owns the object; the task master's prefetch Ask, which also finishes the
+// tasks of the last commit, runs on a thread of its own beside it (Note [Master calls] and Note
+// [Folded finish] in fashion_mnist_tasks.cc).
 #ifndef EXAMPLES_FASHION_MNIST_TASKS_H_
 #define EXAMPLES_FASHION_MNIST_TASKS_H_
 
@@ -86,8 +87,10 @@ class TaskData {
   // positions into `extras` (the same on every rank) and every rank's ledger lines since the
   // last commit.
   absl::Status Exchange(Communicator& comm, std::map<std::string, int64_t>& extras);
-  // Right after the commit: appends the gathered ledger lines and finishes the tasks the commit
-  // consumed to the end.
+  // Right after the commit: appends the gathered ledger lines and lets the next Ask finish the
+  // tasks the commit consumed to the end (at the epoch's tail: finishes them now). A static group
+  // that keeps no commit (no checkpoint, no ledger) calls it without Exchange: then it only does
+  // the finishing, and done() is not kept.
   absl::Status AfterCommit();
   // The ledger lines the last Exchange gathered (what AfterCommit appends), for a checkpoint.
   std::string CommittingLedger() const;
@@ -123,13 +126,15 @@ class TaskData {
   absl::Status StartFeed(size_t i);
   // The records of `task` from record `used` on.
   data::RecordRange RangeOf(const data::Task& task, int64_t used) const;
-  // Note [Task prefetch]: asks for one more task once the held ones run low, on another thread.
+  // Note [Task prefetch]: asks for a lease of tasks once the held ones run low, on another thread.
   absl::Status Prefetch(int64_t epoch, int64_t n);
-  // Holds the task of the prefetch Ask in flight, if any, and starts its feed; waits for the
+  // Holds the tasks of the prefetch Ask in flight, if any, and starts their feeds; waits for the
   // answer if `wait`, else only takes one that is in.
   absl::Status TakeAsked(bool wait);
-  // Waits for the last commit's Finish (Note [Master calls]) and returns its error.
-  absl::Status SettleFinish();
+  // Holds the tasks of answer `a` (with `feeds[i]` the rows of its i-th task, where read ahead).
+  void Hold(const data::TaskAnswer& a, std::vector<std::unique_ptr<data::TaskFeed>> feeds);
+  // Note [Folded finish]: `carried` left unfinished_ in a transaction that said `accepted`.
+  void Finished(const std::vector<data::Task>& carried, const std::vector<bool>& accepted);
   std::string Worker() const;
 
   const data::ShardSet set_;
@@ -147,15 +152,18 @@ class TaskData {
   int64_t full_steps_ = 0;          // Note [Step count]
   std::vector<int64_t> done_;       // see done()
   std::vector<int64_t> finishing_;  // every rank's used-up tasks of the last Exchange
+  // Note [Folded finish]: this rank's used-up tasks that a commit named and the store has not
+  // finished yet; every commit names them again until it has.
+  std::vector<data::Task> unfinished_;
   // Note [Master calls]: the store round trips that run beside the training thread.
   struct Asked {
     absl::StatusOr<data::TaskAnswer> answer;
-    std::unique_ptr<data::TaskFeed> feed;  // the task's rows, read ahead (null: none)
+    std::vector<std::unique_ptr<data::TaskFeed>> feeds;  // the tasks' rows, read ahead (or null)
+    std::vector<data::Task> finishing;                   // what it finishes of unfinished_
   };
   std::future<Asked> asking_;  // a prefetch Ask
   int64_t asking_epoch_ = -1;
-  std::future<absl::Status> finish_call_;  // the used-up tasks of the last commit
-  bool tail_ = false;  // the last TakeStep found no sample on any rank: the next Finish waits
+  bool tail_ = false;  // the last TakeStep found no sample on any rank: AfterCommit finishes now
   class MasterThread;
   std::unique_ptr<MasterThread> master_thread_;  // runs them; last, so it stops first
 };

@@ -38,9 +38,31 @@
 // times, so workers' clocks must agree to well within the task timeout; (e) the state lives as
 // long as the store does: a TCPStore dies with the worker hosting it, and an etcd key with the
 // lease of the last worker that wrote it.
+//
+// Note [Leases]
+// Each call is a read and a compare-and-set, and on a busy machine every round trip wakes the
+// store's thread and the caller's beside the training threads. So one Ask can do the work of
+// several calls in its one transaction (AskOptions):
+//  - A lease of k tasks is k hand-outs made at once: each task is a pending entry of its own, with
+//    its own generation, worker and deadline, exactly as k Asks in a row would leave them. So
+//    nothing above changes per task: a worker that dies holding a lease leaves k pending tasks,
+//    each timed out (or adopted, or put back by EndEpoch) on its own and handed out again, and a
+//    Finish of one of them is judged on its own. The i-th task (from 0) is read after the i
+//    before it, so its deadline is i + 1 timeouts away; a task's duration counts from the lease.
+//    Near the epoch's end a lease shrinks to todo / ways tasks (at least one), so that one worker
+//    does not sit on tasks that the others could read beside it.
+//  - A Finish passed to an Ask (AskOptions::finish) is applied first, before the expiry and the
+//    hand-out, exactly as Finish would be (the same stale rule; late reports still count while
+//    nobody else holds the task); the transaction is then what a Finish followed by an Ask
+//    would write, in one compare-and-set. When to finish a task stays the caller's rule (right
+//    after the commit that consumed it, Not covered (b) above); folding only lets a caller that
+//    asks again soon after its commit do both in one round trip. Until then the task is pending,
+//    and the caller must keep naming it where a successor would find it (Note [Folded finish] in
+//    examples/fashion_mnist_tasks.cc), or the window of (b) grows.
 #include "paddle/data/task_master.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <random>
 #include <utility>
 
@@ -348,38 +370,55 @@ absl::Status TaskMaster::Transact(absl::string_view op, const std::function<bool
   }
 }
 
-absl::StatusOr<TaskAnswer> TaskMaster::Ask(int64_t epoch, absl::string_view worker) {
+absl::StatusOr<TaskAnswer> TaskMaster::Ask(int64_t epoch, absl::string_view worker,
+                                           const AskOptions& options) {
+  if (options.max_tasks < 1 || options.ways < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("TaskMaster::Ask: ", worker, " asks for up to ",
+                                                   options.max_tasks, " tasks over ", options.ways,
+                                                   " ways; both must be >= 1"));
+  }
   TaskAnswer answer;
   absl::Status error;
   RETURN_IF_ERROR(Transact("Ask", [&](State& st) {
     answer = TaskAnswer();
     error = absl::OkStatus();
     const absl::Time now = options_.clock();
-    if (st.epoch > epoch) {
-      answer.kind = TaskAnswer::kEpochDone;
-      return false;
-    }
     if (st.epoch < epoch) {
       error = absl::FailedPreconditionError(absl::StrCat(
           "TaskMaster::Ask: ", worker, " asks for epoch ", epoch, " but the job is in epoch ",
           st.epoch, " (", st.todo.size() + st.pending.size(), " tasks not done)"));
       return false;
     }
+    // Note [Leases]: the finishes first, as a Finish call before this Ask would have made them.
+    bool changed = FinishIn(st, options.finish, now, answer.finished);
+    if (st.epoch > epoch) {
+      answer.kind = TaskAnswer::kEpochDone;
+      return changed;
+    }
     const size_t pending_before = st.pending.size();
     Expire(st, now);
-    bool changed = st.pending.size() != pending_before;
+    changed = changed || st.pending.size() != pending_before;
     if (!st.todo.empty()) {
-      State::Pending p;
-      p.id = st.todo.front();
-      st.todo.erase(st.todo.begin());
-      p.generation = ++st.generation;
-      p.start_us = ToMicros(now);
-      p.deadline_us = ToMicros(now + Timeout(st));
-      p.worker = Clean(worker);
+      const size_t n = std::clamp<size_t>(st.todo.size() / static_cast<size_t>(options.ways), 1,
+                                          static_cast<size_t>(options.max_tasks));
+      const absl::Duration timeout = Timeout(st);
+      for (size_t i = 0; i < n; ++i) {
+        State::Pending p;
+        p.id = st.todo[i];
+        p.generation = ++st.generation;
+        p.start_us = ToMicros(now);
+        p.deadline_us = ToMicros(now + timeout * static_cast<int64_t>(i + 1));
+        p.worker = Clean(worker);
+        Task task{p.id, st.epoch, p.generation, tasks_[p.id], absl::FromUnixMicros(p.deadline_us)};
+        if (i == 0) {
+          answer.task = task;
+        } else {
+          answer.more.push_back(task);
+        }
+        st.pending.push_back(std::move(p));
+      }
+      st.todo.erase(st.todo.begin(), st.todo.begin() + static_cast<std::ptrdiff_t>(n));
       answer.kind = TaskAnswer::kTask;
-      answer.task =
-          Task{p.id, st.epoch, p.generation, tasks_[p.id], absl::FromUnixMicros(p.deadline_us)};
-      st.pending.push_back(std::move(p));
       return true;
     }
     if (!st.pending.empty()) {
@@ -408,29 +447,32 @@ absl::StatusOr<TaskAnswer> TaskMaster::Ask(int64_t epoch, absl::string_view work
   return answer;
 }
 
+bool TaskMaster::FinishIn(State& st, absl::Span<const Task> tasks, absl::Time now,
+                          std::vector<bool>& accepted) const {
+  accepted.assign(tasks.size(), false);
+  bool changed = false;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].epoch != st.epoch) continue;
+    auto it = std::find_if(st.pending.begin(), st.pending.end(), [&](const State::Pending& p) {
+      return p.id == tasks[i].id && p.generation == tasks[i].generation;
+    });
+    if (it == st.pending.end()) continue;
+    // A report after the deadline still counts while nobody else holds the task: the work is as
+    // good, and handing it out again would only repeat it.
+    st.durations_us.push_back(std::max<int64_t>(0, ToMicros(now) - it->start_us));
+    if (st.durations_us.size() > kDurationsKept) st.durations_us.erase(st.durations_us.begin());
+    st.done.push_back(it->id);
+    st.pending.erase(it);
+    accepted[i] = true;
+    changed = true;
+  }
+  return changed;
+}
+
 absl::StatusOr<std::vector<bool>> TaskMaster::Finish(absl::Span<const Task> tasks) {
   std::vector<bool> accepted;
-  RETURN_IF_ERROR(Transact("Finish", [&](State& st) {
-    accepted.assign(tasks.size(), false);
-    const absl::Time now = options_.clock();
-    bool changed = false;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].epoch != st.epoch) continue;
-      auto it = std::find_if(st.pending.begin(), st.pending.end(), [&](const State::Pending& p) {
-        return p.id == tasks[i].id && p.generation == tasks[i].generation;
-      });
-      if (it == st.pending.end()) continue;
-      // A report after the deadline still counts while nobody else holds the task: the work
-      // is as good, and handing it out again would only repeat it.
-      st.durations_us.push_back(std::max<int64_t>(0, ToMicros(now) - it->start_us));
-      if (st.durations_us.size() > kDurationsKept) st.durations_us.erase(st.durations_us.begin());
-      st.done.push_back(it->id);
-      st.pending.erase(it);
-      accepted[i] = true;
-      changed = true;
-    }
-    return changed;
-  }));
+  RETURN_IF_ERROR(Transact(
+      "Finish", [&](State& st) { return FinishIn(st, tasks, options_.clock(), accepted); }));
   return accepted;
 }
 

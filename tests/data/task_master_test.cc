@@ -1,5 +1,6 @@
 // TaskMaster over every store (in-process HashStore, a real TCPStore server, a real etcd): every
-// task exactly once per epoch with concurrent workers, the per-epoch shuffle, timeouts taken from
+// task exactly once per epoch with concurrent workers (one task per Ask, or leases with folded
+// finishes), a worker dying with a lease, the per-epoch shuffle, timeouts taken from
 // observed task time (fake clock), late and stale reports ignored, repeated failures set aside,
 // a worker joining an existing state, and a state made for another task list refused.
 #include "paddle/data/task_master.h"
@@ -189,6 +190,219 @@ TEST_P(TaskMasterTest, ConcurrentWorkersTakeEveryTaskOncePerEpoch) {
     EXPECT_EQ(distinct.size(), static_cast<size_t>(kTasks)) << "epoch " << e;
   }
   EXPECT_NE(order[0], order[1]);  // reshuffled by (seed, epoch)
+}
+
+// Workers leasing several tasks per Ask and finishing them in their next Ask: still every task
+// finished exactly once per epoch.
+TEST_P(TaskMasterTest, ConcurrentLeasesWithFoldedFinishesTakeEveryTaskOnce) {
+  const int kTasks = 24, kWorkers = 3, kEpochs = 3;
+  std::mutex mu;
+  std::map<int64_t, std::map<int64_t, int>> finished;  // epoch -> task id -> accepted finishes
+  std::vector<std::thread> workers;
+  std::atomic<int> errors{0};
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      std::unique_ptr<Store> store = env_->Client();
+      std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(kTasks));
+      if (m == nullptr) return ++errors, void();
+      std::vector<Task> mine;  // read, to be finished by the next Ask
+      AskOptions o;
+      o.max_tasks = 3;
+      o.ways = kWorkers;
+      for (int64_t epoch = 0; epoch < kEpochs;) {
+        o.finish = mine;
+        absl::StatusOr<TaskAnswer> a = m->Ask(epoch, absl::StrCat("w", w), o);
+        if (!a.ok() || a->finished.size() != mine.size()) return ++errors, void();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          for (size_t i = 0; i < mine.size(); ++i)
+            finished[mine[i].epoch][mine[i].id] += a->finished[i];
+        }
+        mine.clear();
+        if (a->kind == TaskAnswer::kEpochDone) {
+          ++epoch;
+        } else if (a->kind == TaskAnswer::kWait) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        } else {
+          mine.push_back(a->task);
+          mine.insert(mine.end(), a->more.begin(), a->more.end());
+          if (mine.size() > 3) ++errors;
+        }
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  ASSERT_EQ(errors.load(), 0);
+  for (int64_t e = 0; e < kEpochs; ++e) {
+    ASSERT_EQ(finished[e].size(), static_cast<size_t>(kTasks)) << "epoch " << e;
+    for (const auto& [id, n] : finished[e]) EXPECT_EQ(n, 1) << "epoch " << e << " task " << id;
+  }
+}
+
+TEST_P(TaskMasterTest, LeaseIsSeveralHandOutsInOneTransition) {
+  std::unique_ptr<Store> store = env_->Client();
+  std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(7));
+  const int64_t before = m->GetState()->version;
+  AskOptions lease;
+  lease.max_tasks = 3;
+  absl::StatusOr<TaskAnswer> a = m->Ask(0, "w", lease);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->kind, TaskAnswer::kTask);
+  ASSERT_EQ(a->more.size(), 2u);
+  EXPECT_TRUE(a->finished.empty());
+  EXPECT_EQ(m->GetState()->version, before + 1);
+  // Three hand-outs of their own, in the epoch's order; the i-th is due i + 1 timeouts from now.
+  const std::vector<Task> got = {a->task, a->more[0], a->more[1]};
+  HashStore other;
+  std::unique_ptr<TaskMaster> ref = Master(&other, Tasks(7));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].id, AskTask(*ref, 0, "r").id) << i;
+    EXPECT_EQ(got[i].range, m->tasks()[static_cast<size_t>(got[i].id)]);
+    EXPECT_EQ(got[i].deadline, clock_.fn()() + absl::Seconds(100) * static_cast<int64_t>(i + 1));
+    if (i > 0) {
+      EXPECT_GT(got[i].generation, got[i - 1].generation);
+    }
+  }
+  EXPECT_EQ(m->GetState()->pending.size(), 3u);
+  // Near the epoch's end a lease shrinks to todo / ways, at least one: 4 left -> 2, 2 -> 1, 1 -> 1.
+  lease.ways = 2;
+  for (size_t expected : {2u, 1u, 1u}) {
+    a = m->Ask(0, "w", lease);
+    ASSERT_TRUE(a.ok() && a->kind == TaskAnswer::kTask);
+    EXPECT_EQ(1 + a->more.size(), expected);
+  }
+  a = m->Ask(0, "w", lease);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->kind, TaskAnswer::kWait);
+  lease.max_tasks = 0;
+  EXPECT_EQ(m->Ask(0, "w", lease).status().code(), absl::StatusCode::kInvalidArgument);
+  lease.max_tasks = 1;
+  lease.ways = 0;
+  EXPECT_EQ(m->Ask(0, "w", lease).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(TaskMasterTest, FinishFoldedIntoAskIsOneTransition) {
+  std::unique_ptr<Store> store = env_->Client();
+  std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(3));
+  Task t = AskTask(*m, 0, "w");
+  clock_.Advance(absl::Seconds(2));
+  Task stale = t;
+  stale.generation += 100;
+  std::vector<Task> finish = {t, stale};
+  AskOptions o;
+  o.finish = finish;
+  int64_t before = m->GetState()->version;
+  absl::StatusOr<TaskAnswer> a = m->Ask(0, "w", o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->kind, TaskAnswer::kTask);
+  EXPECT_EQ(a->finished, (std::vector<bool>{true, false}));
+  EXPECT_EQ(m->GetState()->version, before + 1);
+  EXPECT_EQ(m->GetState()->done, std::vector<int64_t>{t.id});
+  // The finish came first: its duration (2 s) already sets the new hand-out's timeout.
+  EXPECT_EQ(a->task.deadline, clock_.fn()() + absl::Seconds(6));
+  // Finishing the epoch's last tasks through an Ask ends the epoch in the same transition.
+  finish = {a->task, AskTask(*m, 0, "w")};
+  o.finish = finish;
+  before = m->GetState()->version;
+  a = m->Ask(0, "w", o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->kind, TaskAnswer::kEpochDone);
+  EXPECT_EQ(a->finished, (std::vector<bool>{true, true}));
+  absl::StatusOr<TaskMasterState> st = m->GetState();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->version, before + 1);
+  EXPECT_EQ(st->epoch, 1);
+  EXPECT_EQ(st->todo.size(), 3u);
+  // An Ask ahead of the job is an error and finishes nothing.
+  finish = {AskTask(*m, 1, "w")};
+  o.finish = finish;
+  EXPECT_EQ(m->Ask(3, "w", o).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m->GetState()->pending, std::vector<int64_t>{finish[0].id});
+}
+
+// A worker that dies holding a lease: each of its tasks is handed out again (after its timeout,
+// or adopted through a commit that named it), none is lost and none is finished twice.
+TEST_P(TaskMasterTest, WorkerDyingWithALeaseLosesAndRepeatsNothing) {
+  const int kTasks = 9;
+  std::unique_ptr<Store> sa = env_->Client(), sb = env_->Client();
+  std::unique_ptr<TaskMaster> b = Master(sb.get(), Tasks(kTasks));
+  std::map<int64_t, std::map<int64_t, int>> finished;  // epoch -> task id -> accepted finishes
+  auto count = [&](const std::vector<Task>& tasks, const std::vector<bool>& accepted) {
+    ASSERT_EQ(tasks.size(), accepted.size());
+    for (size_t i = 0; i < tasks.size(); ++i) finished[tasks[i].epoch][tasks[i].id] += accepted[i];
+  };
+  auto lease_of = [](const TaskAnswer& a) {
+    std::vector<Task> l = {a.task};
+    l.insert(l.end(), a.more.begin(), a.more.end());
+    return l;
+  };
+  // b reads the epoch to its end, finishing `mine` and each lease in its next Ask; returns the ids
+  // it was handed.
+  auto drain = [&](int64_t epoch, std::vector<Task> mine) {
+    std::set<int64_t> handed;
+    AskOptions o;
+    o.max_tasks = 3;
+    while (true) {
+      o.finish = mine;
+      absl::StatusOr<TaskAnswer> ans = b->Ask(epoch, "b", o);
+      EXPECT_TRUE(ans.ok()) << ans.status();
+      if (!ans.ok()) return handed;
+      count(mine, ans->finished);
+      mine.clear();
+      if (ans->kind == TaskAnswer::kEpochDone) return handed;
+      if (ans->kind == TaskAnswer::kWait) {  // only the dead worker's tasks are pending
+        clock_.Advance(ans->retry_after + absl::Microseconds(1));
+        continue;
+      }
+      mine = lease_of(*ans);
+      for (const Task& t : mine) handed.insert(t.id);
+      clock_.Advance(absl::Seconds(1));  // reading them
+    }
+  };
+  AskOptions lease;
+  lease.max_tasks = 3;
+  // Epoch 0: a leases 3, finishes the first in the Ask of its next lease, and dies holding 5.
+  std::unique_ptr<TaskMaster> a = Master(sa.get(), Tasks(kTasks));
+  absl::StatusOr<TaskAnswer> first = a->Ask(0, "a", lease);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::vector<Task> read = {first->task};
+  lease.finish = read;
+  absl::StatusOr<TaskAnswer> second = a->Ask(0, "a", lease);
+  ASSERT_TRUE(second.ok()) << second.status();
+  count(read, second->finished);
+  std::set<int64_t> lost;
+  for (const Task& t : first->more) lost.insert(t.id);
+  for (const Task& t : lease_of(*second)) lost.insert(t.id);
+  ASSERT_EQ(lost.size(), 5u);
+  a.reset();
+  std::set<int64_t> handed = drain(0, {});
+  for (int64_t id : lost) EXPECT_EQ(handed.count(id), 1u) << "task " << id << " was lost";
+  // Epoch 1: c's lease was named by a commit when c died: b adopts all three. c, stopped rather
+  // than dead, later finishes them in an Ask: ignored. The lease that Ask got is orphaned too.
+  std::unique_ptr<Store> sc = env_->Client();
+  std::unique_ptr<TaskMaster> c = Master(sc.get(), Tasks(kTasks));
+  lease.finish = {};
+  std::vector<Task> held = lease_of(*c->Ask(1, "c", lease));
+  ASSERT_EQ(held.size(), 3u);
+  std::vector<Task> adopted;
+  for (const Task& t : held) {
+    absl::StatusOr<std::optional<Task>> x = b->Adopt(1, t.id, "b");
+    ASSERT_TRUE(x.ok() && x->has_value()) << x.status();
+    adopted.push_back(**x);
+  }
+  lease.finish = held;
+  absl::StatusOr<TaskAnswer> late = c->Ask(1, "c", lease);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->finished, std::vector<bool>(3, false));
+  drain(1, adopted);
+  for (int64_t e = 0; e < 2; ++e) {
+    ASSERT_EQ(finished[e].size(), static_cast<size_t>(kTasks)) << "epoch " << e;
+    for (const auto& [id, n] : finished[e]) EXPECT_EQ(n, 1) << "epoch " << e << " task " << id;
+  }
+  absl::StatusOr<TaskMasterState> st = b->GetState();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->epoch, 2);
+  EXPECT_TRUE(st->set_aside.empty());
 }
 
 TEST_P(TaskMasterTest, ShuffleIsAFunctionOfSeedAndEpoch) {
