@@ -94,15 +94,20 @@ done
 echo "== running"
 declare -a rows=()
 total_pass=0 total_fail=0 total_skip=0 bad=0
+# budget_left NAME MIN: sets LEFT to the seconds of the run's budget left; with fewer than MIN
+# left it records NAME as not run and fails (rows and bad are this shell's, so no subshell).
+budget_left() {
+  LEFT=$((TOTAL_BUDGET_S - $(elapsed)))
+  ((LEFT >= $2)) && return 0
+  rows+=("$(printf '%-60s %-28s %6s' "$1" "NOT RUN (time budget spent)" "-")")
+  bad=1
+  return 1
+}
 run_one() {  # path, timeout, kind
   local f=$1 limit=$2 kind=$3 name out rc t0 secs result
   name=$(basename "$f")
-  local left=$((TOTAL_BUDGET_S - $(elapsed)))
-  if ((left < 5)); then
-    rows+=("$(printf '%-60s %-28s %6s' "$name" "NOT RUN (time budget spent)" "-")")
-    bad=1
-    return
-  fi
+  budget_left "$name" 5 || return 0
+  local left=$LEFT
   ((limit > left)) && limit=$left
   echo "-- $name (timeout ${limit}s)"
   t0=$(date +%s.%N)
@@ -163,12 +168,8 @@ run_python() {
       "libraries missing"
     return 0
   fi
-  local left=$((TOTAL_BUDGET_S - $(elapsed)))
-  if ((left < 10)); then
-    rows+=("$(printf '%-60s %-28s %6s' "$name" "NOT RUN (time budget spent)" "-")")
-    bad=1
-    return 0
-  fi
+  budget_left "$name" 10 || return 0
+  local left=$LEFT
   local limit=$TEST_TIMEOUT_S
   ((limit > left)) && limit=$left
   echo "-- $name (python3 $have, timeout ${limit}s)"
@@ -211,12 +212,8 @@ data="$BUNDLE/data/fashion-mnist"
 train_one() {  # name, timeout, args...
   local name=$1 limit=$2 out rc t0 secs json
   shift 2
-  local left=$((TOTAL_BUDGET_S - $(elapsed)))
-  if ((left < 10)); then
-    rows+=("$(printf '%-60s %-28s %6s' "$name" "NOT RUN (time budget spent)" "-")")
-    bad=1
-    return 1
-  fi
+  budget_left "$name" 10 || return 1
+  local left=$LEFT
   ((limit > left)) && limit=$left
   echo "-- $name: ${example##*/} $* (timeout ${limit}s)"
   t0=$(date +%s.%N)

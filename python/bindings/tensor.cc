@@ -197,11 +197,6 @@ std::string Repr(const Variable& v) {
       v.name().empty() ? "" : absl::StrCat(", name='", v.name(), "'"), ")");
 }
 
-// A contiguous copy on t's device: CloneGradient copies CUDA tensors with the operations
-// registered for the device (Note [Gradient arithmetic on devices] in
-// paddle/core/autograd/variable.h), which moving a tensor there registered.
-absl::StatusOr<Tensor> CloneOnDevice(const Tensor& t) { return autograd::CloneGradient(t); }
-
 // Note [Python functions in the graph]: paddle.autograd.Function records a node whose backward
 // calls Python. The engine runs it with the GIL released (Tensor.backward releases it), so the
 // node takes the GIL to call, and its reference to the Python callable is dropped under the GIL
@@ -435,12 +430,17 @@ np.asarray(t)); t.to("cuda") / t.cpu() copy between devices.)");
       .def(
           "detach", [](const Variable& v) { return Variable(Defined(v).data()); },
           "The same memory, cut from the graph.")
+      // clone and contiguous copy on the tensor's device: CloneGradient uses the operations
+      // registered for it (Note [Gradient arithmetic on devices] in
+      // paddle/core/autograd/variable.h), which moving a tensor there registered.
       .def("clone",
-           [](const Variable& v) { return Variable(Unwrap(CloneOnDevice(Defined(v).data()))); })
+           [](const Variable& v) {
+             return Variable(Unwrap(autograd::CloneGradient(Defined(v).data())));
+           })
       .def("contiguous",
            [](const Variable& v) {
              const Tensor& t = Defined(v).data();
-             return Variable(t.is_contiguous() ? t : Unwrap(CloneOnDevice(t)));
+             return Variable(t.is_contiguous() ? t : Unwrap(autograd::CloneGradient(t)));
            })
       .def(
           "copy_",
