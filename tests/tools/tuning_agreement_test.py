@@ -67,7 +67,10 @@ class TuningAgreementTest(unittest.TestCase):
         for l in lines:
             self.assertEqual([float(v) for v in l[2:]],
                              [fitted[l[1]][k] for k in ("alpha_us", "overhead_us",
-                                                        "beta_us_per_byte", "gamma_us_per_byte")])
+                                                        "beta_us_per_byte", "gamma_us_per_byte",
+                                                        "memory_us_per_byte", "rendezvous_us",
+                                                        "rendezvous_beta_us_per_byte",
+                                                        "cache_bytes", "eager_bytes")])
         broken = os.path.join(self.tmp, "broken.tuning")
         with open(broken, "w") as f:
             f.write("paddle_tuning_params 1\nlink tcp 1 2 -3 4\n")

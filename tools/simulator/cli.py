@@ -7,7 +7,7 @@ import os
 import sys
 
 from . import bench_io, engine, fit, schedules, step_model, tune
-from .cost_model import PARAM_NAMES, ParamSet, ParamsError
+from .cost_model import OPTIONAL_NAMES, PARAM_NAMES, ParamSet, ParamsError
 
 
 def parse_bytes(text):
@@ -62,10 +62,11 @@ def _stat_rows(rows, stat):
 def cmd_fit(a):
     rows = _stat_rows(bench_io.load_rows(a.bench), a.stat)
     gamma = 1.0 / (a.gamma_gbs * 1e3) if a.gamma_gbs else None
-    params = fit.fit(rows, a.cores, gamma=gamma, tcp_link=a.tcp_link)
+    params = fit.fit(rows, a.cores, gamma=gamma, tcp_link=a.tcp_link, share_cores=a.share_cores)
     doc = params.to_json()
     doc["fitted_from"] = {"files": [os.path.basename(p) for p in a.bench], "stat": a.stat,
-                          "cores": a.cores, "gamma_gbs": a.gamma_gbs, "tcp_link": a.tcp_link}
+                          "cores": a.cores, "gamma_gbs": a.gamma_gbs, "tcp_link": a.tcp_link,
+                          "share_cores": a.share_cores}
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
     for name, extra in sorted(params.extra.items()):
@@ -126,9 +127,9 @@ def load_params(a):
     for item in getattr(a, "set", []):
         key, _, value = item.partition("=")
         entry, _, field = key.rpartition(".")
-        if not entry or field not in PARAM_NAMES:
+        if not entry or field not in PARAM_NAMES + OPTIONAL_NAMES:
             raise ParamsError(f"--set={item}: expected ENTRY.FIELD=VALUE with FIELD one of "
-                              f"{', '.join(PARAM_NAMES)}")
+                              f"{', '.join(PARAM_NAMES + OPTIONAL_NAMES)}")
         try:
             number = float(value)
         except ValueError:
@@ -170,7 +171,7 @@ def cmd_validate(a):
         params.links.update(more.links)
         params.extra.update(more.extra)
     rows = _stat_rows(bench_io.load_rows(a.bench), a.stat)
-    table = fit.validate(params, rows, a.cores, a.tcp_link, a.hosts)
+    table = fit.validate(params, rows, a.cores, a.tcp_link, a.hosts, a.share_cores)
     print(fit.format_summary(fit.summarize(table)))
     if a.json:
         with open(a.json, "w") as f:
@@ -284,6 +285,12 @@ def add_tcp_link_flag(p):
                         "sweep gets its own, e.g. tcp_1gbit (then `run --inter=tcp_1gbit`)")
 
 
+def add_share_cores_flag(p):
+    p.add_argument("--share-cores", action="store_true",
+                   help="steps with more busy ranks than --cores cost more (Note [Shared cores]); "
+                        "fit and validate alike, and not for a file `tune --emit` is to read")
+
+
 def add_cluster_flags(p):
     p.add_argument("--params", required=True, help="params.json from `fit`")
     p.add_argument("--hosts", type=positive_int, default=1)
@@ -315,6 +322,7 @@ def main(argv=None):
     p.add_argument("--stat", choices=("p50", "mean"), default="p50")
     p.add_argument("--gamma-gbs", type=positive_float,
                    help="reduction kernel GB/s (reduction_bench) instead of fitting gamma")
+    add_share_cores_flag(p)
     add_tcp_link_flag(p)
     p.set_defaults(fn=cmd_fit)
 
@@ -346,6 +354,7 @@ def main(argv=None):
     p.add_argument("--json")
     p.add_argument("--max-error-pct", type=positive_float,
                    help="exit 1 when any row is off by more")
+    add_share_cores_flag(p)
     add_tcp_link_flag(p)
     p.set_defaults(fn=cmd_validate)
 

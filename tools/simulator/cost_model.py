@@ -18,6 +18,11 @@ import json
 import math
 
 PARAM_NAMES = ("alpha_us", "overhead_us", "beta_us_per_byte", "gamma_us_per_byte")
+# Optional in params.json (0 when absent): the memory term of Note [Cache knee] and the
+# rendezvous of Note [Eager and rendezvous] (engine.py).
+OPTIONAL_NAMES = ("memory_us_per_byte", "rendezvous_us", "rendezvous_beta_us_per_byte",
+                  "cache_bytes", "eager_bytes")
+LINEAR_NAMES = PARAM_NAMES + OPTIONAL_NAMES[:3]  # LinkParams.vector()
 
 
 class ParamsError(ValueError):
@@ -30,9 +35,22 @@ class LinkParams:
     overhead_us: float
     beta_us_per_byte: float
     gamma_us_per_byte: float
+    memory_us_per_byte: float = 0.0
+    rendezvous_us: float = 0.0
+    rendezvous_beta_us_per_byte: float = 0.0
+    cache_bytes: float = 0.0
+    eager_bytes: float = 0.0
 
     def vector(self):
-        return [getattr(self, name) for name in PARAM_NAMES]
+        """The coefficients of the linear terms (LINEAR_NAMES), engine.link_features' columns."""
+        return [getattr(self, name) for name in LINEAR_NAMES]
+
+    def miss_fraction(self, working_set_bytes):
+        """The share of an operation's bytes that come from memory rather than cache (Note
+        [Cache knee]); 0 without a knee."""
+        if self.cache_bytes <= 0 or self.memory_us_per_byte <= 0:
+            return 0.0
+        return max(0.0, 1.0 - self.cache_bytes / max(float(working_set_bytes), 1.0))
 
     def with_bandwidth(self, gbit_per_s):
         """The same link at another bandwidth (beta from Gbit/s; 1 Gbit/s = 125 bytes/us)."""
@@ -43,8 +61,17 @@ class LinkParams:
     def describe(self):
         bw = 1.0 / self.beta_us_per_byte / 1e3 if self.beta_us_per_byte > 0 else math.inf
         red = 1.0 / self.gamma_us_per_byte / 1e3 if self.gamma_us_per_byte > 0 else math.inf
-        return (f"alpha {self.alpha_us:.2f} us, overhead {self.overhead_us:.2f} us/message, "
+        text = (f"alpha {self.alpha_us:.2f} us, overhead {self.overhead_us:.2f} us/message, "
                 f"{bw:.2f} GB/s on the wire, {red:.2f} GB/s reduction")
+        if self.eager_bytes > 0:
+            rbw = (1.0 / self.rendezvous_beta_us_per_byte / 1e3
+                   if self.rendezvous_beta_us_per_byte > 0 else math.inf)
+            text += (f"; beyond {self.eager_bytes / 1024:g} KiB +{self.rendezvous_us:.2f} us a "
+                     f"message, {rbw:.2f} GB/s")
+        if self.miss_fraction(math.inf) > 0:
+            text += (f", +{self.memory_us_per_byte * 1e3:.3f} ns/byte beyond "
+                     f"{self.cache_bytes / (1 << 20):g} MiB")
+        return text
 
 
 def _link_from(name, entry, path):
@@ -56,6 +83,12 @@ def _link_from(name, entry, path):
         if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ParamsError(f"{path}: transports.{name}.{field} must be a finite number >= 0, "
                               f"got {value!r}")
+        values[field] = float(value)
+    for field in OPTIONAL_NAMES:
+        value = entry.get(field, 0.0)
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ParamsError(f"{path}: transports.{name}.{field} must be a finite number >= 0 "
+                              f"(or absent), got {value!r}")
         values[field] = float(value)
     return LinkParams(**values)
 

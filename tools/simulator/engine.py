@@ -42,10 +42,20 @@ class Cluster:
         return link
 
 
-def phase_features(cluster, phase):
-    """Per flow: link class index (0 workspace, 1 intra, 2 inter) and the features
-    [1, pieces - 1, bytes * share, reduce_bytes] whose dot product with the class's parameters is
-    the flow's time."""
+def core_share(cluster, phase, cores):
+    """Per flow: by how much the ranks busy in this phase outnumber their host's cores, >= 1
+    (Note [Shared cores]); all 1 when `cores` is None or not exceeded."""
+    R = cluster.ranks_per_host
+    if cores is None or R <= cores:
+        return np.ones(phase.src.shape[0])
+    busy = np.unique(np.concatenate([phase.src, phase.dst]))
+    load = np.maximum(1.0, np.bincount(busy // R, minlength=cluster.hosts) / cores)
+    return np.maximum(load[phase.src // R], load[phase.dst // R])
+
+
+def phase_features(cluster, phase, cores=None):
+    """Per flow: link class index (0 workspace, 1 intra, 2 inter), the bytes on the wire (times
+    the NIC share), and the columns of link_features that do not depend on the link."""
     R = cluster.ranks_per_host
     src_host, dst_host = phase.src // R, phase.dst // R
     kind = np.where(phase.src == phase.dst, 0, np.where(src_host == dst_host, 1, 2))
@@ -55,28 +65,80 @@ def phase_features(cluster, phase):
         out_count = np.bincount(src_host[cross], minlength=cluster.hosts)
         in_count = np.bincount(dst_host[cross], minlength=cluster.hosts)
         share[cross] = np.maximum(out_count[src_host[cross]], in_count[dst_host[cross]])
+    return kind, phase.bytes * share, core_share(cluster, phase, cores)
+
+
+def link_features(link, phase, sel, wire, cores_share, working_set):
+    """The features of the flows `sel` of `phase` on `link`, one row each, whose dot product with
+    link.vector() is the flow's time: [1, pieces - 1, eager bytes, reduced bytes, bytes missing
+    the cache, rendezvous messages, rendezvous bytes] (Notes [Cache knee], [Eager and
+    rendezvous]), all times the flow's core share (Note [Shared cores])."""
+    pieces = phase.pieces[sel]
+    wire = wire[sel]
+    reduce_bytes = phase.reduce_bytes[sel]
     # A step's first message is its latency (alpha); overhead is paid by each further piece.
-    feats = np.stack([np.ones_like(phase.bytes), np.maximum(phase.pieces - 1, 0),
-                      phase.bytes * share, phase.reduce_bytes], axis=1)
-    return kind, feats
+    if link.eager_bytes > 0:
+        large = (phase.bytes[sel] / np.maximum(pieces, 1)) > link.eager_bytes
+    else:
+        large = np.zeros(pieces.shape[0], dtype=bool)
+    feats = np.stack([np.ones_like(wire), np.maximum(pieces - 1, 0),
+                      np.where(large, 0.0, wire), reduce_bytes,
+                      (wire + reduce_bytes) * link.miss_fraction(working_set),
+                      np.where(large, np.maximum(pieces, 1), 0.0), np.where(large, wire, 0.0)],
+                     axis=1)
+    return feats * cores_share[sel][:, None]
 
 
-def evaluate(cluster, phases, with_features=False):
-    """Total time (us) of `phases`; with_features also the per-class feature sums of the
-    critical flows (a 3 x 4 array, rows in CLASSES order)."""
-    params = {}
+# Note [Cache knee]
+# A copy or a reduction streams from cache while the operation's buffers fit there and from
+# memory beyond: on the development VM the node workspace moves 25 GB/s up to 8 MiB and 15 GB/s
+# from 32 MiB, TCP loopback 5.9 and 4.6. Each link may carry a knee K (cache_bytes) and an extra
+# cost per byte (memory_us_per_byte) paid by the share 1 - K/N of the bytes a step moves and
+# reduces when the allreduce is of N > K bytes: smooth, and linear in the extra cost, so the fit
+# searches K over powers of two and solves the rest as before.
+
+# Note [Eager and rendezvous]
+# A transport may send small messages one way and large ones another: the shared-memory channel
+# copies a message of up to 64 KiB whole through the ring (two copies, no reply) and pulls a
+# larger one with one process_vm_readv after a descriptor, answered by an acknowledgement.
+# A link with eager_bytes > 0 costs each larger message rendezvous_us more (the descriptor and
+# the reply) and its bytes rendezvous_beta_us_per_byte instead of beta: at 2 ranks on shared
+# memory the ring's 256 KiB allreduce (blocks of 128 KiB) takes 2.7 times the 128 KiB one.
+# The threshold is the transport's constant (kShmEagerMaxBytes), not fitted.
+
+# Note [Shared cores]
+# When a host's ranks outnumber its cores, the ranks busy in a step take turns on them: a step
+# costs max(1, busy / cores) times its time on a core of its own (processor sharing). Busy ranks
+# are those sending or receiving in the step: all of them in every ring step, two in the fold of
+# recursive doubling. With it one set of parameters describes 2, 3 and 4 ranks on 2 cores instead
+# of a set per rank count, and the ring at 3 ranks (every rank busy) is told apart from the
+# tree's fold (two busy). Optional (`fit --share-cores`, `validate --share-cores`): tune and the
+# engine's C++ model leave it out, and take what sharing costs from the per-rank-count entries
+# (tcp@3) fitted without it, so a file for tuning is fitted without it too.
+
+
+FEATURES = 7  # the columns of link_features, the length of LinkParams.vector()
+
+
+def evaluate(cluster, phases, with_features=False, working_set=0.0, cores=None):
+    """Total time (us) of `phases` for an allreduce of `working_set` bytes; with_features also
+    the per-class feature sums of the critical flows (a 3 x FEATURES array, rows in CLASSES
+    order)."""
+    links = {}
     total = 0.0
-    features = np.zeros((3, 4))
+    features = np.zeros((3, FEATURES))
     for phase in phases:
         if phase.src.size == 0 or phase.repeat <= 0:
             continue
-        kind, feats = phase_features(cluster, phase)
+        kind, wire, cores_share = phase_features(cluster, phase, cores)
         times = np.empty(kind.shape[0])
+        feats = np.empty((kind.shape[0], FEATURES))
         for k in np.unique(kind):
-            if k not in params:
-                params[k] = np.asarray(cluster.link(CLASSES[k]).vector())
+            if k not in links:
+                links[k] = cluster.link(CLASSES[k])
             sel = kind == k
-            times[sel] = feats[sel] @ params[k]
+            feats[sel] = link_features(links[k], phase, sel, wire, cores_share, working_set)
+            times[sel] = feats[sel] @ np.asarray(links[k].vector())
         i = int(np.argmax(times))
         total += times[i] * phase.repeat
         features[kind[i]] += feats[i] * phase.repeat
@@ -120,28 +182,32 @@ def resolve_algo(algo, cluster, nbytes, workspace, cores=None):
     return flat_choice(nbytes, cluster.ranks, shared)
 
 
-def simulate(cluster, algo, nbytes, cores=None, cross_algo="auto", piece_bytes=None):
-    """Time (us) of one allreduce of `nbytes` with `algo` (a name from schedules.ALGOS)."""
+def simulate(cluster, algo, nbytes, cores=None, cross_algo="auto", piece_bytes=None,
+             share_cores=False):
+    """Time (us) of one allreduce of `nbytes` with `algo` (a name from schedules.ALGOS); with
+    share_cores, steps with more busy ranks than `cores` cost more (Note [Shared cores])."""
     piece = piece_bytes or schedules.PIECE_BYTES
     slot = slot_bytes_for(cluster.ranks_per_host, cores)
     if cluster.ranks == 1 or nbytes <= 0:
         return 0.0
+    ev = lambda phases: evaluate(cluster, phases, working_set=nbytes,
+                                 cores=cores if share_cores else None)
     if algo in schedules.FLAT_ALGOS:
-        return evaluate(cluster, schedules.flat_schedule(algo, cluster.ranks, nbytes, piece))
+        return ev(schedules.flat_schedule(algo, cluster.ranks, nbytes, piece))
     if algo == "shm":
         if cluster.hosts != 1:
             raise schedules.ScheduleError("the node workspace allreduce runs on one host; use "
                                           "--algo=hier for several")
-        return evaluate(cluster, schedules.shm(cluster.ranks_per_host, nbytes, slot))
+        return ev(schedules.shm(cluster.ranks_per_host, nbytes, slot))
     if algo == "hier":
         L, H = cluster.ranks_per_host, cluster.hosts
         if H == 1:
-            return simulate(cluster, "shm", nbytes, cores)
+            return simulate(cluster, "shm", nbytes, cores, share_cores=share_cores)
         chunk_guess = nbytes if nbytes < schedules.HIER_PIPELINE_MIN_BYTES else max(
             schedules.HIER_CHUNK_BYTES, nbytes / schedules.HIER_MAX_CHUNKS)
         xalgo = flat_choice(chunk_guess / L, H) if cross_algo == "auto" else cross_algo
         intra, cross, chunks = schedules.hierarchical_parts(H, L, nbytes, xalgo, slot, piece)
-        t_intra, t_cross = evaluate(cluster, intra), evaluate(cluster, cross)
+        t_intra, t_cross = ev(intra), ev(cross)
         # Chunk k's cross-host step overlaps chunk k+1's intra-host steps (and k-1's gather).
         return t_intra + t_cross + (chunks - 1) * max(t_intra, t_cross)
     raise schedules.ScheduleError(f"unknown algorithm \"{algo}\"; expected auto or one of "

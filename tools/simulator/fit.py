@@ -12,6 +12,7 @@ wait) in ways no per-message term captures. A sweep over another TCP link than l
 namespaces shaped with tc, bench/micro/netns_sweep.sh) is fitted under a name of its own
 (`tcp_link`, e.g. "tcp_1gbit"), so one params.json can hold loopback and each shaped rate.
 """
+import dataclasses
 import math
 
 import numpy as np
@@ -20,6 +21,9 @@ from . import engine, schedules
 from .cost_model import LinkParams, ParamSet, PARAM_NAMES
 
 _GUESS = LinkParams(20.0, 1.0, 1e-3, 1e-3)  # picks the critical flow; any positive values do
+
+# The transports' eager limits (Note [Eager and rendezvous] in engine.py): kShmEagerMaxBytes.
+EAGER_BYTES = {"shm": float(64 << 10)}
 
 
 def row_link_and_algo(row, cores, tcp_link="tcp"):
@@ -41,17 +45,24 @@ def row_link_and_algo(row, cores, tcp_link="tcp"):
     return (tcp_link if transport == "tcp" else "shm"), run
 
 
-def row_features(row, cores, tcp_link="tcp"):
-    """(link name, algorithm, the 4 features of PARAM_NAMES) for one row."""
+def row_features(row, cores, tcp_link="tcp", share_cores=False):
+    """(link name, algorithm, the features of LinkParams.vector() for one row, engine.evaluate's
+    columns); the memory column holds every byte moved and reduced, to be scaled by the cache
+    miss fraction (Note [Cache knee]). With share_cores, steps on more busy ranks than `cores`
+    cost more (Note [Shared cores])."""
     link, algo = row_link_and_algo(row, cores, tcp_link)
-    cluster = engine.Cluster(1, row["nproc"], _GUESS, _GUESS, _GUESS)
+    guess = dataclasses.replace(_GUESS, eager_bytes=EAGER_BYTES.get(link, 0.0))
+    cluster = engine.Cluster(1, row["nproc"], guess, guess, guess)
     if algo == "shm":
         phases = schedules.shm(row["nproc"], row["bytes"], engine.slot_bytes_for(row["nproc"],
                                                                                  cores))
     else:
         phases = schedules.flat_schedule(algo, row["nproc"], row["bytes"])
-    _, feats = engine.evaluate(cluster, phases, with_features=True)
-    return link, algo, feats.sum(axis=0)
+    _, feats = engine.evaluate(cluster, phases, with_features=True,
+                               cores=cores if share_cores else None)
+    feats = feats.sum(axis=0)
+    feats[4] = feats[2] + feats[3] + feats[6]
+    return link, algo, feats
 
 
 def nnls(a, b):
@@ -90,15 +101,9 @@ def error_summary(errors):
 ROBUST_ITERATIONS = 30
 
 
-def fit_group(features, times, robust=True, gamma=None):
-    """LinkParams and the relative errors; `gamma` (us per byte) fixes the reduction cost
-    instead of fitting it (Note [Fixed gamma])."""
-    f = np.asarray(features, dtype=np.float64)
-    y = np.asarray(times, dtype=np.float64)
-    known = np.zeros_like(y) if gamma is None else gamma * f[:, 3]
-    if gamma is not None:
-        f = f.copy()
-        f[:, 3] = 0.0  # an unused column: fitted as 0, replaced below
+def _solve(f, y, known, robust):
+    """Non-negative coefficients for the columns of `f` minimizing the relative error (IRLS
+    towards the least absolute relative error, Note [Robust fit])."""
     # Columns scaled to similar magnitudes so the solve is well conditioned; a feature no row
     # has (messages on the node workspace) gets 0.
     scale = np.abs(f).max(axis=0)
@@ -109,14 +114,42 @@ def fit_group(features, times, robust=True, gamma=None):
     w = np.ones_like(y)
     for _ in range(ROBUST_ITERATIONS if robust else 1):
         sol = nnls(a * w[:, None], b * w)
-        # Iteratively reweighted least squares towards the least absolute relative error, so
-        # that a size the shared machine disturbed does not drag the fit (Note [Robust fit]).
         w = 1.0 / np.sqrt(np.maximum(np.abs(a @ sol - b), 0.02))
     x[used] = sol / scale[used]
-    if gamma is not None:
-        x[3] = gamma
-    params = LinkParams(*[float(v) for v in x])
-    errors = relative_errors(np.asarray(features, dtype=np.float64) @ x, y)
+    return x
+
+
+# The knees fit() tries (Note [Cache knee]): 256 KiB .. 128 MiB.
+CACHE_KNEES = tuple(1 << k for k in range(18, 28))
+
+
+def fit_group(features, times, robust=True, gamma=None, sizes=None, eager=0.0):
+    """LinkParams and the relative errors; `gamma` (us per byte) fixes the reduction cost
+    instead of fitting it (Note [Fixed gamma]). With `sizes` (each row's allreduce bytes) the
+    memory term of Note [Cache knee] is fitted too, its knee the one of CACHE_KNEES with the
+    least absolute relative error; without, it is 0."""
+    f0 = np.asarray(features, dtype=np.float64)
+    y = np.asarray(times, dtype=np.float64)
+    known = np.zeros_like(y) if gamma is None else gamma * f0[:, 3]
+    best = None
+    for knee in ([0] if sizes is None else [0, *CACHE_KNEES]):
+        f = f0.copy()
+        if gamma is not None:
+            f[:, 3] = 0.0  # an unused column: fitted as 0, replaced below
+        miss = (np.zeros_like(y) if not knee else
+                np.maximum(0.0, 1.0 - knee / np.asarray(sizes, dtype=np.float64)))
+        f[:, 4] *= miss
+        x = _solve(f, y, known, robust)
+        if gamma is not None:
+            x[3] = gamma
+        errors = relative_errors(f @ x + known, y)
+        score = float(np.abs(errors).sum())
+        if best is None or score < best[0] - 1e-12:
+            best = (score, knee if x[4] > 0 else 0, x, errors)
+    _, knee, x, errors = best
+    if not knee:
+        x[4] = 0.0
+    params = LinkParams(*[float(v) for v in x], cache_bytes=float(knee), eager_bytes=eager)
     return params, errors
 
 
@@ -128,11 +161,13 @@ def fit_group(features, times, robust=True, gamma=None):
 # leaves beta, alpha and the per-message overhead to the sweeps.
 
 
-def fit(rows, cores, per_ranks=True, robust=True, gamma=None, tcp_link="tcp"):
-    """A ParamSet with one entry per link (and per link@ranks), each with its fit statistics."""
+def fit(rows, cores, per_ranks=True, robust=True, gamma=None, tcp_link="tcp", knee=True,
+        share_cores=False):
+    """A ParamSet with one entry per link (and per link@ranks), each with its fit statistics;
+    `knee` fits the memory term (Note [Cache knee]), `share_cores` Note [Shared cores]."""
     groups = {}
     for row in rows:
-        link, algo, feats = row_features(row, cores, tcp_link)
+        link, algo, feats = row_features(row, cores, tcp_link, share_cores)
         keys = [link] + ([f"{link}@{row['nproc']}"] if per_ranks else [])
         for key in keys:
             groups.setdefault(key, []).append((feats, row["time_us"], algo, row))
@@ -143,7 +178,9 @@ def fit(rows, cores, per_ranks=True, robust=True, gamma=None, tcp_link="tcp"):
         if len(items) < len(PARAM_NAMES):
             raise ValueError(f"link {key}: {len(items)} rows, need at least {len(PARAM_NAMES)} "
                              "to fit 4 parameters (sweep more sizes)")
-        params, errors = fit_group([i[0] for i in items], [i[1] for i in items], robust, gamma)
+        params, errors = fit_group([i[0] for i in items], [i[1] for i in items], robust, gamma,
+                                   [i[3]["bytes"] for i in items] if knee else None,
+                                   EAGER_BYTES.get(key.split("@")[0], 0.0))
         links[key] = params
         extra[key] = {"fit": error_summary(errors),
                       "algos": sorted({i[2] for i in items}),
@@ -154,14 +191,15 @@ def fit(rows, cores, per_ranks=True, robust=True, gamma=None, tcp_link="tcp"):
     return ParamSet(links, extra)
 
 
-def predict_row(params, row, cores, tcp_link="tcp"):
+def predict_row(params, row, cores, tcp_link="tcp", share_cores=False):
     """The model's time (us) for a measured row, with the parameters for its rank count."""
-    link, algo, feats = row_features(row, cores, tcp_link)
+    link, algo, feats = row_features(row, cores, tcp_link, share_cores)
     p = params.get(link, row["nproc"])
+    feats[4] *= p.miss_fraction(row["bytes"])
     return float(np.dot(feats, p.vector())), link, algo
 
 
-def predict_on_hosts(params, row, hosts, cores, tcp_link):
+def predict_on_hosts(params, row, hosts, cores, tcp_link, share_cores=False):
     """The model's time (us) for a TCP row whose ranks ran on `hosts` hosts, host-major (network
     namespaces, bench/micro/netns_sweep.sh): the `tcp` entry (loopback) between the ranks of a
     host, `tcp_link` between hosts, each as fitted on its own sweeps ("tcp@R" at R ranks, the
@@ -177,18 +215,20 @@ def predict_on_hosts(params, row, hosts, cores, tcp_link):
         cluster.intra = params.get("tcp", n // hosts)
     # The engine's table as the communicator chose it: ranks per host against cores per host.
     algo = engine.resolve_algo(row["algo"], cluster, row["bytes"], False, cores)
-    return engine.simulate(cluster, algo, row["bytes"], cores), tcp_link, algo
+    return (engine.simulate(cluster, algo, row["bytes"], cores, share_cores=share_cores), tcp_link,
+            algo)
 
 
-def validate(params, rows, cores, tcp_link="tcp", hosts=1):
+def validate(params, rows, cores, tcp_link="tcp", hosts=1, share_cores=False):
     """Per (link, algo, nproc) and overall: the error of the model against each measured row;
-    with `hosts` > 1 the rows ran over that many hosts (predict_on_hosts)."""
+    with `hosts` > 1 the rows ran over that many hosts (predict_on_hosts). `share_cores` as the
+    parameters were fitted."""
     table = []
     for row in rows:
         if hosts > 1:
-            t, link, algo = predict_on_hosts(params, row, hosts, cores, tcp_link)
+            t, link, algo = predict_on_hosts(params, row, hosts, cores, tcp_link, share_cores)
         else:
-            t, link, algo = predict_row(params, row, cores, tcp_link)
+            t, link, algo = predict_row(params, row, cores, tcp_link, share_cores)
         table.append({"link": link, "algo": algo, "nproc": row["nproc"], "bytes": row["bytes"],
                       "measured_us": row["time_us"], "predicted_us": t,
                       "error": (t - row["time_us"]) / row["time_us"]})

@@ -3,6 +3,7 @@ reducer's bucket size, beside today's hand-set values (algorithm_selector.cc).""
 import os
 
 from . import engine
+from .cost_model import OPTIONAL_NAMES, PARAM_NAMES
 
 SIZES = [1 << k for k in range(12, 29)]  # 4 KiB .. 256 MiB
 
@@ -20,6 +21,8 @@ def model_choice(cluster, nbytes, algos=("tree", "hd", "ring")):
 
 
 TRANSPORTS = ("tcp", "shm", "ucx")  # the entries the engine's selector can follow
+# A link line's values, in allreduce_cost_model.cc's kFields order.
+EMITTED = PARAM_NAMES + OPTIONAL_NAMES
 
 
 def emit(params, path, thresholds_by_link):
@@ -27,13 +30,14 @@ def emit(params, path, thresholds_by_link):
     entry of `params`, exact to the last bit, and the choices they make as comments."""
     lines = [HEADER,
              f"# from {params.path} by `tools/simulate tune --emit`; read by PADDLE_TUNING_PARAMS",
-             "# link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte"]
+             "# link NAME " + " ".join(EMITTED)]
     names = sorted(n for n in params.links if n.split("@")[0] in TRANSPORTS)
     if not names:
         raise ValueError(f"{params.path} has no {', '.join(TRANSPORTS)} entries to emit")
     for name in names:
         link = params.links[name]
-        lines.append("link " + name + " " + " ".join(repr(float(v)) for v in link.vector()))
+        lines.append("link " + name + " " +
+                     " ".join(repr(float(getattr(link, f))) for f in EMITTED))
     for link, th in thresholds_by_link.items():
         for n, t in th.items():
             lines.append(f"# {link}, {n} ranks: tree up to {t['tree_max_bytes']} bytes, hd up to "

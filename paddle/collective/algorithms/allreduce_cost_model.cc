@@ -23,12 +23,29 @@
 namespace paddle {
 namespace {
 
-// One step run `repeat` times; every flow of a step on one host is alike, so the step lasts as
-// long as any one of them.
-double Step(const LinkCost& link, double bytes, double reduce_bytes, double pieces, double repeat) {
-  return repeat * (link.alpha_us + link.overhead_us * std::max(pieces - 1, 0.0) +
-                   link.beta_us_per_byte * bytes + link.gamma_us_per_byte * reduce_bytes);
+// The share of an allreduce of `bytes` that misses the cache (cost_model.py miss_fraction).
+double MissFraction(const LinkCost& link, double bytes) {
+  if (link.cache_bytes <= 0 || link.memory_us_per_byte <= 0) return 0;
+  return std::max(0.0, 1.0 - link.cache_bytes / std::max(bytes, 1.0));
 }
+
+// One link and the allreduce it serves: each step's cost (engine.py link_features).
+struct Costing {
+  const LinkCost& link;
+  double miss;  // MissFraction of the whole allreduce
+
+  // One step run `repeat` times; every flow of a step on one host is alike, so the step lasts as
+  // long as any one of them.
+  double Step(double bytes, double reduce_bytes, double pieces, double repeat) const {
+    const bool large = link.eager_bytes > 0 && bytes / std::max(pieces, 1.0) > link.eager_bytes;
+    const double wire = large ? link.rendezvous_us * std::max(pieces, 1.0) +
+                                    link.rendezvous_beta_us_per_byte * bytes
+                              : link.beta_us_per_byte * bytes;
+    return repeat * (link.alpha_us + link.overhead_us * std::max(pieces - 1, 0.0) + wire +
+                     link.gamma_us_per_byte * reduce_bytes +
+                     link.memory_us_per_byte * miss * (bytes + reduce_bytes));
+  }
+};
 
 struct Segment {
   double bytes;
@@ -51,44 +68,54 @@ int LargestPowerOfTwo(int n) {
   return p;
 }
 
-double Ring(const LinkCost& link, int n, double bytes, double piece) {
+double Ring(const Costing& c, int n, double bytes, double piece) {
   const double block = bytes / n;
   const double pieces = std::max(1.0, std::ceil(std::ceil(block) / piece));
-  return Step(link, block, block, pieces, n - 1) + Step(link, block, 0, pieces, n - 1);
+  return c.Step(block, block, pieces, n - 1) + c.Step(block, 0, pieces, n - 1);
 }
 
-double Tree(const LinkCost& link, int n, double bytes, double piece) {
+double Tree(const Costing& c, int n, double bytes, double piece) {
   const int p2 = LargestPowerOfTwo(n);
   const bool folded = p2 != n;
   double total = 0;
   for (const Segment& s : Segments(bytes, piece)) {
-    if (folded) total += Step(link, s.bytes, s.bytes, 1, s.count);
-    for (int d = 1; d < p2; d *= 2) total += Step(link, s.bytes, s.bytes, 1, s.count);
-    if (folded) total += Step(link, s.bytes, 0, 1, s.count);
+    if (folded) total += c.Step(s.bytes, s.bytes, 1, s.count);
+    for (int d = 1; d < p2; d *= 2) total += c.Step(s.bytes, s.bytes, 1, s.count);
+    if (folded) total += c.Step(s.bytes, 0, 1, s.count);
   }
   return total;
 }
 
-double HalvingDoubling(const LinkCost& link, int n, double bytes, double piece) {
+double HalvingDoubling(const Costing& c, int n, double bytes, double piece) {
   const int p2 = LargestPowerOfTwo(n);
   const bool folded = p2 != n;
   double total = 0;
   for (const Segment& s : Segments(bytes, piece * p2)) {
-    if (folded) total += Step(link, s.bytes, s.bytes, 1, s.count);
+    if (folded) total += c.Step(s.bytes, s.bytes, 1, s.count);
     for (int d = p2 / 2; d >= 1; d /= 2) {
       const double half = s.bytes * d / p2;
-      total += Step(link, half, half, 1, s.count);
+      total += c.Step(half, half, 1, s.count);
     }
-    for (int d = 1; d < p2; d *= 2) total += Step(link, s.bytes * d / p2, 0, 1, s.count);
-    if (folded) total += Step(link, s.bytes, 0, 1, s.count);
+    for (int d = 1; d < p2; d *= 2) total += c.Step(s.bytes * d / p2, 0, 1, s.count);
+    if (folded) total += c.Step(s.bytes, 0, 1, s.count);
   }
   return total;
 }
 
 constexpr char kHeader[] = "paddle_tuning_params";
 constexpr int64_t kMaxBucketBytes = int64_t{1} << 30;
-constexpr const char* kFields[] = {"alpha_us", "overhead_us", "beta_us_per_byte",
-                                   "gamma_us_per_byte"};
+// A link line has the first kRequiredFields values, or all of them.
+constexpr const char* kFields[] = {"alpha_us",
+                                   "overhead_us",
+                                   "beta_us_per_byte",
+                                   "gamma_us_per_byte",
+                                   "memory_us_per_byte",
+                                   "rendezvous_us",
+                                   "rendezvous_beta_us_per_byte",
+                                   "cache_bytes",
+                                   "eager_bytes"};
+constexpr int kAllFields = sizeof(kFields) / sizeof(kFields[0]);
+constexpr int kRequiredFields = 4;
 
 // "tcp", "shm@2": a transport name, optionally "@R" with R >= 1.
 bool ValidName(absl::string_view name) {
@@ -107,13 +134,14 @@ double PredictAllreduceUs(ModelAlgorithm algorithm, const LinkCost& link, int wo
                           double bytes, int64_t piece_bytes) {
   if (world_size <= 1 || bytes <= 0) return 0;
   const double piece = static_cast<double>(std::max<int64_t>(piece_bytes, 1));
+  const Costing c{link, MissFraction(link, bytes)};
   switch (algorithm) {
     case ModelAlgorithm::kTree:
-      return Tree(link, world_size, bytes, piece);
+      return Tree(c, world_size, bytes, piece);
     case ModelAlgorithm::kHalvingDoubling:
-      return HalvingDoubling(link, world_size, bytes, piece);
+      return HalvingDoubling(c, world_size, bytes, piece);
     case ModelAlgorithm::kRing:
-      return Ring(link, world_size, bytes, piece);
+      return Ring(c, world_size, bytes, piece);
   }
   return 0;
 }
@@ -175,7 +203,8 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
     if (words[0] != "link") {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "unknown keyword \"", words[0], "\"; expected \"link NAME ",
-                       absl::StrJoin(kFields, " "), "\" or \"bucket FIRST_BYTES BUCKET_BYTES\""));
+                       absl::StrJoin(kFields, kFields + kRequiredFields, " "),
+                       " [...]\" or \"bucket FIRST_BYTES BUCKET_BYTES\""));
     }
     if (words.size() < 2 || !ValidName(words[1])) {
       return absl::InvalidArgumentError(
@@ -183,14 +212,16 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
                        "\" is not a transport name with an optional @RANKS_PER_HOST (tcp, shm@2)"));
     }
     const std::string name(words[1]);
-    if (words.size() != 6) {
+    const int count = static_cast<int>(words.size()) - 2;
+    if (count != kRequiredFields && count != kAllFields) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, "link ", name, " has ", words.size() - 2,
-          " values; expected 4: ", absl::StrJoin(kFields, " "),
-          words.size() < 6 ? absl::StrCat(" (", kFields[words.size() - 2], " is missing)") : ""));
+          where, "link ", name, " has ", count, " values; expected ", kRequiredFields, " (",
+          absl::StrJoin(kFields, kFields + kRequiredFields, " "), ") or ", kAllFields, " (and ",
+          absl::StrJoin(kFields + kRequiredFields, kFields + kAllFields, " "), ")",
+          count < kRequiredFields ? absl::StrCat("; ", kFields[count], " is missing") : ""));
     }
-    double values[4];
-    for (int i = 0; i < 4; ++i) {
+    double values[kAllFields] = {};
+    for (int i = 0; i < count; ++i) {
       if (!absl::SimpleAtod(words[i + 2], &values[i]) || !std::isfinite(values[i]) ||
           values[i] < 0) {
         return absl::InvalidArgumentError(absl::StrCat(where, "link ", name, ": ", kFields[i],
@@ -198,7 +229,9 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
                                                        "\"; expected a finite number >= 0"));
       }
     }
-    if (!params.links_.emplace(name, LinkCost{values[0], values[1], values[2], values[3]}).second) {
+    const LinkCost link{values[0], values[1], values[2], values[3], values[4],
+                        values[5], values[6], values[7], values[8]};
+    if (!params.links_.emplace(name, link).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, "link ", name, " appears twice"));
     }
   }

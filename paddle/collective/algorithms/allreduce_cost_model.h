@@ -4,16 +4,21 @@
 //
 // A step in which a rank sends b bytes in P messages and its receiver reduces r of them costs
 //   alpha + overhead (P - 1) + beta b + gamma r                       (microseconds)
-// on one link (one host: no link is shared). PredictAllreduceUs sums the steps of the ring, the
-// tree (recursive doubling on piece-sized segments) and halving-doubling (segments of p2 pieces),
-// each folded when n is not a power of two, exactly as tools/simulator/schedules.py lays them
-// out; tests/tools/tuning_agreement_test.py checks that both pick the same algorithm at every
-// size of the fixture's sweep.
+// on one link (one host: no link is shared), plus two terms a link may carry (docs/simulator.md,
+// "The model"): messages larger than eager_bytes cost rendezvous_us more each and their bytes
+// rendezvous_beta instead of beta (Note [Eager and rendezvous] in tools/simulator/engine.py), and
+// in an allreduce of N > cache_bytes bytes the share 1 - cache_bytes / N of the bytes moved and
+// reduced costs memory_us_per_byte more (Note [Cache knee]). PredictAllreduceUs sums the steps of
+// the ring, the tree (recursive doubling on piece-sized segments) and halving-doubling (segments
+// of p2 pieces), each folded when n is not a power of two, exactly as
+// tools/simulator/schedules.py lays them out; tests/tools/tuning_agreement_test.py checks that
+// both pick the same algorithm at every size of the fixture's sweep.
 //
 // The parameters come from a tuning file written by `tools/simulate tune --emit=FILE`:
 //
 //   paddle_tuning_params 1
-//   # link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte
+//   # link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte [memory_us_per_byte
+//   #   rendezvous_us rendezvous_beta_us_per_byte cache_bytes eager_bytes]
 //   link tcp@2 182.5 197.1 0.00061 0.00008
 //
 // NAME is a transport ("tcp", "shm", "ucx"), optionally with "@R": fitted with R ranks per host.
@@ -45,6 +50,11 @@ struct LinkCost {
   double overhead_us = 0;
   double beta_us_per_byte = 0;
   double gamma_us_per_byte = 0;
+  double memory_us_per_byte = 0;
+  double rendezvous_us = 0;
+  double rendezvous_beta_us_per_byte = 0;
+  double cache_bytes = 0;  // 0: no knee
+  double eager_bytes = 0;  // 0: every message eager
 };
 
 // The algorithms the model compares, in the order ties are broken (the first one wins).

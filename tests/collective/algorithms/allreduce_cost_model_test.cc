@@ -59,6 +59,39 @@ TEST(AllreduceCostModelTest, TreeAndHalvingDoublingFollowTheirRounds) {
   EXPECT_EQ(PredictAllreduceUs(ModelAlgorithm::kTree, kLink, 4, 0, kPiece), 0);
 }
 
+TEST(AllreduceCostModelTest, RendezvousAndCacheKneeTerms) {
+  // Messages over eager_bytes pay rendezvous_us each and rendezvous_beta per byte instead of
+  // beta; a 2-rank tree step of one segment is one message of the whole buffer.
+  LinkCost link = kLink;
+  link.eager_bytes = 64 << 10;
+  link.rendezvous_us = 7;
+  link.rendezvous_beta_us_per_byte = 0.0002;
+  const double small = 64 << 10, large = 128 << 10;
+  EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kTree, link, 2, small, kPiece),
+                   PredictAllreduceUs(ModelAlgorithm::kTree, kLink, 2, small, kPiece));
+  EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kTree, link, 2, large, kPiece),
+                   link.alpha_us + link.rendezvous_us +
+                       (link.rendezvous_beta_us_per_byte + link.gamma_us_per_byte) * large);
+  // The ring's pieces: each 256 KiB piece of a 1 MiB block is one rendezvous.
+  const double ring_bytes = 2.0 * (1 << 20);
+  const double block = ring_bytes / 2, pieces = 4;
+  const double step = link.alpha_us + link.overhead_us * (pieces - 1) +
+                      link.rendezvous_us * pieces + link.rendezvous_beta_us_per_byte * block;
+  EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kRing, link, 2, ring_bytes, kPiece),
+                   2 * step + link.gamma_us_per_byte * block);
+  // Beyond cache_bytes the share 1 - K/N of the bytes moved and reduced costs memory_us more.
+  LinkCost knee = kLink;
+  knee.cache_bytes = 1 << 20;
+  knee.memory_us_per_byte = 0.01;
+  const double n = 4 << 20;
+  EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kTree, knee, 4, 1 << 20, kPiece),
+                   PredictAllreduceUs(ModelAlgorithm::kTree, kLink, 4, 1 << 20, kPiece));
+  const double moved_and_reduced = 2 * 2 * n;  // 2 rounds, each sends and reduces N
+  EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kTree, knee, 4, n, kPiece),
+                   PredictAllreduceUs(ModelAlgorithm::kTree, kLink, 4, n, kPiece) +
+                       knee.memory_us_per_byte * 0.75 * moved_and_reduced);
+}
+
 TEST(AllreduceCostModelTest, ChoiceIsTheFastestAndTiesGoToTheTree) {
   // All latency: the tree on one segment (fewest rounds), the ring on many (its 2(n-1) steps
   // carry any number of pieces); all bandwidth with a slow reduction: not the tree.
@@ -93,6 +126,17 @@ TEST(TuningParamsTest, ParsesAndFindsAsTheSimulatorDoes) {
   EXPECT_EQ(name, "tcp@8");
   EXPECT_EQ(params->Find("ucx", 2, &name), nullptr);
   EXPECT_FALSE(params->buckets().has_value());
+  EXPECT_EQ(params->Find("shm", 2, &name)->eager_bytes, 0);  // four values: no extra terms
+
+  // Nine values: the rendezvous and cache terms too.
+  params = TuningParams::Parse("paddle_tuning_params 1\nlink shm 1 2 3 4 5 6 7 8 65536\n", "n");
+  ASSERT_TRUE(params.ok()) << params.status();
+  const LinkCost* shm = params->Find("shm", 2, &name);
+  EXPECT_EQ(shm->memory_us_per_byte, 5);
+  EXPECT_EQ(shm->rendezvous_us, 6);
+  EXPECT_EQ(shm->rendezvous_beta_us_per_byte, 7);
+  EXPECT_EQ(shm->cache_bytes, 8);
+  EXPECT_EQ(shm->eager_bytes, 65536);
 
   // A bucket line alone is a whole file (tools/simulate step --emit writes one).
   params = TuningParams::Parse("paddle_tuning_params 1\nbucket 1048576 8388608 # best\n", "b");
@@ -118,8 +162,9 @@ TEST(TuningParamsTest, MalformedFilesNameTheFileLineAndField) {
       {"paddle_tuning_params 1\nbucket 1 2\nbucket 1 2\n", "bad.tuning:3: a second"},
       {"paddle_tuning_params 1\nlinks tcp 1 2 3 4\n", "bad.tuning:2: unknown keyword \"links\""},
       {"paddle_tuning_params 1\nlink tcp@x 1 2 3 4\n", "bad.tuning:2: link name \"tcp@x\""},
-      {"paddle_tuning_params 1\nlink tcp 1 2 3\n", "(gamma_us_per_byte is missing)"},
-      {"paddle_tuning_params 1\nlink tcp 1 2 3 4 5\n", "link tcp has 5 values"},
+      {"paddle_tuning_params 1\nlink tcp 1 2 3\n", "; gamma_us_per_byte is missing"},
+      {"paddle_tuning_params 1\nlink tcp 1 2 3 4 5\n", "link tcp has 5 values; expected 4"},
+      {"paddle_tuning_params 1\nlink shm 1 2 3 4 5 6 7 8 -9\n", "eager_bytes is \"-9\""},
       {"paddle_tuning_params 1\n\nlink tcp 1 2 fast 4\n",
        "bad.tuning:3: link tcp: beta_us_per_byte is \"fast\""},
       {"paddle_tuning_params 1\nlink tcp -1 2 3 4\n", "alpha_us is \"-1\"; expected a finite"},
