@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "paddle/data/pixels.h"
 
 namespace paddle {
 namespace data {
@@ -179,14 +180,11 @@ absl::StatusOr<Dataset> LoadFashionMnist(Split split, const std::string& dir, bo
   absl::StatusOr<Tensor> image_tensor =
       Tensor::Empty({num_images, 1, kFashionMnistRows, kFashionMnistCols}, DType::kFloat32);
   if (!image_tensor.ok()) return image_tensor.status();
-  // A byte has 256 values: a table turns the conversion into one load per pixel.
-  std::array<float, 256> table{};
-  for (int v = 0; v < 256; ++v) {
-    const float x = static_cast<float>(v) / 255.0f;
-    table[v] = normalize ? (x - kFashionMnistMean) / kFashionMnistStd : x;
-  }
-  float* pixel_out = image_tensor->data<float>();
-  for (size_t i = 0; i < pixels->size(); ++i) pixel_out[i] = table[(*pixels)[i]];
+  // The task feed decodes shards with the same function (Note [One pixel conversion]).
+  NormalizePixels(pixels->data(), pixels->size(),
+                  normalize ? PixelNormalization::MeanStd(kFashionMnistMean, kFashionMnistStd)
+                            : PixelNormalization{},
+                  image_tensor->data<float>());
   dataset.images = *std::move(image_tensor);
   return dataset;
 }

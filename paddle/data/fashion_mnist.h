@@ -42,10 +42,10 @@ struct Dataset {
 };
 
 // Reads `split` ("train-*" or "t10k-*" files) from `dir`. Pixels become x / 255, and with
-// `normalize` then (x / 255 - kFashionMnistMean) / kFashionMnistStd. Errors: kNotFound for a
-// missing directory or file (with the apt-get command that installs them), kDataLoss for a file
-// whose magic number, dimensions, length or labels are wrong, or whose image and label counts
-// differ.
+// `normalize` then (x / 255 - kFashionMnistMean) / kFashionMnistStd (as one multiply and add,
+// paddle/data/pixels.h). Errors: kNotFound for a missing directory or file (with the apt-get
+// command that installs them), kDataLoss for a file whose magic number, dimensions, length or
+// labels are wrong, or whose image and label counts differ.
 absl::StatusOr<Dataset> LoadFashionMnist(Split split,
                                          const std::string& dir = kDefaultFashionMnistDir,
                                          bool normalize = true);

@@ -64,11 +64,10 @@ absl::StatusOr<std::unique_ptr<TaskFeed>> TaskFeed::ReadNow(RecordRange range,
 }
 
 TaskFeed::TaskFeed(RecordRange range, TaskFeedLayout layout, TaskFeedOptions options)
-    : range_(std::move(range)), layout_(layout), options_(std::move(options)) {
-  for (int p = 0; p < 256; ++p) {
-    table_[p] = (static_cast<float>(p) / 255.0f - layout_.mean) / layout_.std;
-  }
-}
+    : range_(std::move(range)),
+      layout_(layout),
+      options_(std::move(options)),
+      pixels_(PixelNormalization::MeanStd(layout.mean, layout.std)) {}
 
 TaskFeed::~TaskFeed() {
   {
@@ -200,9 +199,7 @@ absl::Status TaskFeed::Decode(const char* block, const std::vector<uint64_t>& of
     slab->ids[rows] = *id;
     const auto* b = reinterpret_cast<const uint8_t*>(d->data());
     slab->labels[rows] = b[8 + layout_.label_offset];
-    const uint8_t* img = b + 8 + layout_.image_offset;
-    float* out = slab->images.get() + rows * px;
-    for (size_t k = 0; k < px; ++k) out[k] = table_[img[k]];
+    NormalizePixels(b + 8 + layout_.image_offset, px, pixels_, slab->images.get() + rows * px);
   }
   slab->labels.resize(rows);
   slab->ids.resize(rows);

@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "paddle/data/pixels.h"
 #include "paddle/data/shard_reader.h"
 
 namespace paddle {
@@ -51,7 +52,7 @@ struct TaskFeedLayout {
   int64_t label_offset = 0;  // of the uint8 label, counted after the id
   int64_t image_offset = 0;  // of the uint8 image, counted after the id
   int64_t image_bytes = 0;   // pixels of one image
-  float mean = 0, std = 1;   // a pixel p becomes (p / 255 - mean) / std
+  float mean = 0, std = 1;   // a pixel p becomes (p / 255 - mean) / std (PixelNormalization)
 };
 
 struct TaskFeedOptions {
@@ -109,8 +110,8 @@ class TaskFeed {
   const RecordRange range_;
   const TaskFeedLayout layout_;
   const TaskFeedOptions options_;
-  float table_[256];
-  bool bounded_ = true;  // at most max_slabs queued; false for ReadNow
+  const PixelNormalization pixels_;  // Note [One pixel conversion]
+  bool bounded_ = true;              // at most max_slabs queued; false for ReadNow
   std::thread producer_;
   std::atomic<bool> cancelled_{false};  // stop_, for the producer to check without the lock
   Slab current_;                        // the consumer's: the slab it takes rows from

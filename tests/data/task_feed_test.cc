@@ -89,7 +89,7 @@ TEST_P(TaskFeedModes, RowsInOrderAcrossSlabsAndCalls) {
       ASSERT_EQ(ids[total + r], id);
       ASSERT_EQ(labels[r], id % 10);
       for (int64_t k = 0; k < kPixels; ++k) {
-        ASSERT_FLOAT_EQ(images[r * kPixels + k], (Pixel(id, k) / 255.0f - 0.25f) / 0.5f);
+        ASSERT_NEAR(images[r * kPixels + k], (Pixel(id, k) / 255.0f - 0.25f) / 0.5f, 1e-6);
       }
     }
     total += *got;
