@@ -117,6 +117,9 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
   --records-per-task=N       --data=tasks: records of one task (default 500)
   --sample-ledger=DIR        --data=tasks: write the sample ids of every committed step here,
                              for tools/ledger-check
+  --sample-digest            --data=tasks: each rank prints per epoch to stderr `sample_digest
+                             epoch=E rank=R count=C digest=HEX`, a fingerprint of the sample ids
+                             it trained on; summed over ranks, a check of exactly-once
   --barrier-only             benchmark: like --no-sync, but the workers meet once a step (a
                              one-element allreduce): what keeping them in step costs alone
   --local-sgd=H              average parameters every H steps instead of gradients every step
@@ -163,6 +166,7 @@ struct Options {
   std::string shards;
   int64_t records_per_task = 500;
   std::string sample_ledger;
+  bool sample_digest = false;
 };
 
 absl::Status ParseOptions(int argc, char** argv, Options* o) {
@@ -190,6 +194,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (arg == "--barrier-only") {
       o->barrier_only = true;
+      continue;
+    }
+    if (arg == "--sample-digest") {
+      o->sample_digest = true;
       continue;
     }
     size_t eq = arg.find('=');
@@ -282,8 +290,9 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
         "--data=tasks needs --shards=DIR (bazel run //tools:make_shards -- --out=DIR "
         "--fashion-mnist) and trains on the CPU");
   }
-  if (o->data != "tasks" && (!o->shards.empty() || !o->sample_ledger.empty())) {
-    return absl::InvalidArgumentError("--shards and --sample-ledger go with --data=tasks");
+  if (o->data != "tasks" && (!o->shards.empty() || !o->sample_ledger.empty() || o->sample_digest)) {
+    return absl::InvalidArgumentError(
+        "--shards, --sample-ledger and --sample-digest go with --data=tasks");
   }
   return absl::OkStatus();
 }
@@ -512,6 +521,7 @@ int RunElasticJob(const Options& o) {
   run.tasks.ledger_dir = o.sample_ledger;
   run.tasks.commit_every = o.commit_every;
   run.tasks.global_batch = o.batch;
+  run.tasks.sample_digest = o.sample_digest;
   for (auto [split, n, out] : {std::make_tuple(data::Split::kTrain, o.train_samples, &run.train),
                                std::make_tuple(data::Split::kTest, o.test_samples, &run.test)}) {
     if (split == data::Split::kTrain && o.data == "tasks") continue;  // read from the shards

@@ -92,6 +92,15 @@ const std::string& OpenKey(int64_t i, const char* field) {
 
 int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Note [Sample digest]: splitmix64 of the sample id (its first output with the id as the state),
+// so that tests can recompute it. The added constant keeps id 0 from mixing to 0.
+uint64_t SampleMix(int64_t id) {
+  uint64_t z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 // The Ask of Note [Folded finish]: a lease (shrinking near the epoch's end, split `ways` ways),
 // and the finish of `finishing`.
 absl::StatusOr<data::TaskAnswer> AskLease(data::TaskMaster& master, int64_t epoch,
@@ -345,6 +354,7 @@ absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int
   StepSamples s;
   ASSIGN_OR_RETURN(s.got, Take(epoch, step, mine, &s.images, &s.labels));
   tail_ = false;
+  step_epoch_ = epoch;
   if (full_steps_ > 0) {
     --full_steps_;
     if (s.got != mine) {
@@ -657,7 +667,39 @@ absl::Status TaskData::RestoreDone(int64_t epoch, std::vector<int64_t> done, boo
 
 absl::StatusOr<bool> TaskData::EndEpoch(int64_t epoch) { return master_->EndEpoch(epoch); }
 
+void TaskData::EpochEnded() {
+  done_.clear();
+  if (!options_.sample_digest) return;
+  const Digest d = digest_.epoch == step_epoch_ ? digest_ : Digest{step_epoch_, 0, 0};
+  std::fprintf(stderr, "sample_digest epoch=%lld rank=%d count=%lld digest=%016llx\n",
+               static_cast<long long>(d.epoch), rank_, static_cast<long long>(d.count),
+               static_cast<unsigned long long>(d.sum));
+  std::fflush(stderr);
+  digest_ = Digest{};
+}
+
+// Note [Sample digest]
+// A check of exactly-once that keeps nothing and sends nothing (--sample-digest), so that it also
+// covers the static group's commit without an allgather (Note [Static task positions], step 1).
+// AfterCommit adds every id of this rank's steps since the last commit, the ids its ledger lines
+// carry (lines_: the records Take handed to a step; a rank's dummy row at the epoch's tail has no
+// id), to a count and to a sum mod 2^64 of SampleMix(id). EpochEnded prints
+//   sample_digest epoch=E rank=R count=C digest=HEX
+// (E from 0 as in the ledger, HEX the sum in 16 hex digits) and starts the next epoch at 0. Over
+// the ranks the counts add up to the epoch's samples and the sums to a fingerprint of their
+// multiset: that of {0..N-1} when every sample was trained once, and with overwhelming
+// probability another one when a sample is missing or repeated. Steps a new generation rolls back
+// never reach AfterCommit, so they do not count. Not covered: a worker that dies or leaves
+// mid-epoch takes its part along (the elastic ledger keeps it on the other ranks), and a resumed
+// worker counts only the steps since the resume.
 absl::Status TaskData::AfterCommit() {
+  if (options_.sample_digest) {
+    for (const Line& l : lines_) {
+      if (l.epoch != digest_.epoch) digest_ = Digest{l.epoch, 0, 0};
+      digest_.count += static_cast<int64_t>(l.ids.size());
+      for (int64_t id : l.ids) digest_.sum += SampleMix(id);
+    }
+  }
   lines_.clear();
   if (ledger_ != nullptr) RETURN_IF_ERROR(AppendLedger(CommittingLedger()));
   committing_.clear();

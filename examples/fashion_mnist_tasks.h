@@ -3,7 +3,8 @@
 // positions in the tasks a worker holds are part of the elastic commit, so that every sample of an
 // epoch is in exactly one committed model update whatever workers die, stall, leave or join
 // (Note [Task positions] in fashion_mnist_tasks.cc). With a ledger directory every worker writes
-// the sample ids of every committed step there, for tools/ledger-check.
+// the sample ids of every committed step there, for tools/ledger-check; with sample_digest every
+// rank prints a fingerprint of the ids it trained on in each epoch (Note [Sample digest]).
 //
 // The training loops (fashion_mnist_elastic.cc; fashion_mnist_task_group.cc for a static group)
 // call, on every rank:
@@ -43,6 +44,7 @@ struct TaskDataOptions {
   std::string ledger_dir;     // empty: no ledger
   int64_t commit_every = 10;  // most steps between two commits (sizes the exchange)
   int64_t global_batch = 128;
+  bool sample_digest = false;  // EpochEnded prints this rank's Note [Sample digest] line
 };
 
 class TaskData {
@@ -101,7 +103,9 @@ class TaskData {
   // rank): with the commit's task positions, what a checkpoint needs to restore the task master
   // (Note [Static task positions] in fashion_mnist_task_group.cc). EpochEnded clears it.
   const std::vector<int64_t>& done() const { return done_; }
-  void EpochEnded() { done_.clear(); }
+  // On every rank once the epoch of the last TakeStep has ended: clears done(), and with
+  // sample_digest prints the epoch's `sample_digest` line to stderr (Note [Sample digest]).
+  void EpochEnded();
   // Resuming from a checkpoint: done() becomes `done`, and with `restore_master` (one rank) the
   // task master's queues become those of `epoch` with `done` done (TaskMaster::Restore).
   absl::Status RestoreDone(int64_t epoch, std::vector<int64_t> done, bool restore_master);
@@ -164,6 +168,12 @@ class TaskData {
   std::future<Asked> asking_;  // a prefetch Ask
   int64_t asking_epoch_ = -1;
   bool tail_ = false;  // the last TakeStep found no sample on any rank: AfterCommit finishes now
+  int64_t step_epoch_ = -1;  // the epoch of the last TakeStep
+  // Note [Sample digest]: this rank's committed samples of `epoch`, with sample_digest only.
+  struct Digest {
+    int64_t epoch = -1, count = 0;
+    uint64_t sum = 0;
+  } digest_;
   class MasterThread;
   std::unique_ptr<MasterThread> master_thread_;  // runs them; last, so it stops first
 };
