@@ -7,7 +7,7 @@
 // time (about 256 KiB, one pread of exactly the block's bytes, never past the range's end), checks
 // each record's framing and CRCs in place (record_file.h's CheckFramedRecord) and decodes it
 // straight into a slab: the sample ids, the label as int64, the uint8 image normalized to float32
-// through a 256-entry table. No record is copied or allocated on its own, and there is no second
+// (pixels.h). No record is copied or allocated on its own, and there is no second
 // thread to hand records to: on a machine with fewer cores than busy threads every hand-off and
 // wake-up costs the trainer time. At most `max_slabs` slabs wait, so memory stays bounded however
 // slow the consumer; slabs the consumer is done with are filled again. Take() copies whole runs of
