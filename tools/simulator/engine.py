@@ -110,9 +110,10 @@ def link_features(link, phase, sel, wire, cores_share, working_set):
 # When a host's ranks outnumber its cores, the ranks busy in a step take turns on them: a step
 # costs max(1, busy / cores) times its time on a core of its own (processor sharing). Busy ranks
 # are those sending or receiving in the step: all of them in every ring step, two in the fold of
-# recursive doubling. With it one set of parameters describes 2, 3 and 4 ranks on 2 cores instead
-# of a set per rank count, and the ring at 3 ranks (every rank busy) is told apart from the
-# tree's fold (two busy). Optional (`fit --share-cores`, `validate --share-cores`): tune and the
+# recursive doubling. It tells the ring at 3 ranks (every rank busy) from the tree's fold (two
+# busy); one set of parameters for 2, 3 and 4 ranks on 2 cores still fits badly (median 34% on
+# the idle machine's sweeps: waiting for a core costs more than the share), so the fit keeps its
+# entries per rank count. Optional (`fit --share-cores`, `validate --share-cores`): tune and the
 # engine's C++ model leave it out, and take what sharing costs from the per-rank-count entries
 # (tcp@3) fitted without it, so a file for tuning is fitted without it too.
 
