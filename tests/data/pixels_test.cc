@@ -3,20 +3,14 @@
 #include "paddle/data/pixels.h"
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "gtest/gtest.h"
 
 namespace paddle {
 namespace data {
 namespace {
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
 
 TEST(PixelsTest, EveryValueIsTheSameAtEveryPositionAndCloseToTheFormula) {
   const PixelNormalization norm = PixelNormalization::MeanStd(0.2860f, 0.3530f);
@@ -35,7 +29,9 @@ TEST(PixelsTest, EveryValueIsTheSameAtEveryPositionAndCloseToTheFormula) {
       std::vector<float> out(n + 1, -7.0f);
       NormalizePixels(in.data() + offset, n, norm, out.data());
       for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(Bits(out[i]), Bits(reference[in[offset + i]])) << offset << " " << n << " " << i;
+        ASSERT_EQ(absl::bit_cast<uint32_t>(out[i]),
+                  absl::bit_cast<uint32_t>(reference[in[offset + i]]))
+            << offset << " " << n << " " << i;
       }
       EXPECT_EQ(out[n], -7.0f) << "wrote past the end, n=" << n;
     }

@@ -146,6 +146,22 @@ class TaskMasterTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(a.ok() && a->kind == TaskAnswer::kTask);
     return a.ok() ? a->task : Task();
   }
+  // Runs `body(w, master)` on `workers` threads, each with a store client and a task master of
+  // its own over `tasks` tasks; returns the errors the bodies count, plus one per master that
+  // could not be created.
+  int RunWorkers(int workers, int tasks, const std::function<int(int, TaskMaster&)>& body) {
+    std::vector<std::thread> threads;
+    std::atomic<int> errors{0};
+    for (int w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        std::unique_ptr<Store> store = env_->Client();
+        std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(tasks));
+        errors += m == nullptr ? 1 : body(w, *m);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return errors.load();
+  }
 
   std::unique_ptr<StoreEnv> env_;
   FakeClock clock_;
@@ -156,34 +172,28 @@ TEST_P(TaskMasterTest, ConcurrentWorkersTakeEveryTaskOncePerEpoch) {
   const int kTasks = 24, kWorkers = 3, kEpochs = 3;
   std::mutex mu;
   std::map<int64_t, std::vector<int64_t>> order;  // epoch -> task ids in the order handed out
-  std::vector<std::thread> workers;
-  std::atomic<int> errors{0};
-  for (int w = 0; w < kWorkers; ++w) {
-    workers.emplace_back([&, w] {
-      std::unique_ptr<Store> store = env_->Client();
-      std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(kTasks));
-      if (m == nullptr) return ++errors, void();
-      for (int64_t epoch = 0; epoch < kEpochs;) {
-        absl::StatusOr<TaskAnswer> a = m->Ask(epoch, absl::StrCat("w", w));
-        if (!a.ok()) return ++errors, void();
-        if (a->kind == TaskAnswer::kEpochDone) {
-          ++epoch;
-        } else if (a->kind == TaskAnswer::kWait) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        } else {
-          EXPECT_EQ(a->task.epoch, epoch);
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            order[epoch].push_back(a->task.id);
-          }
-          absl::StatusOr<std::vector<bool>> f = m->Finish({a->task});
-          if (!f.ok() || !(*f)[0]) ++errors;
+  const int errors = RunWorkers(kWorkers, kTasks, [&](int w, TaskMaster& m) {
+    int errors = 0;
+    for (int64_t epoch = 0; epoch < kEpochs;) {
+      absl::StatusOr<TaskAnswer> a = m.Ask(epoch, absl::StrCat("w", w));
+      if (!a.ok()) return errors + 1;
+      if (a->kind == TaskAnswer::kEpochDone) {
+        ++epoch;
+      } else if (a->kind == TaskAnswer::kWait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      } else {
+        EXPECT_EQ(a->task.epoch, epoch);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          order[epoch].push_back(a->task.id);
         }
+        absl::StatusOr<std::vector<bool>> f = m.Finish({a->task});
+        if (!f.ok() || !(*f)[0]) ++errors;
       }
-    });
-  }
-  for (std::thread& t : workers) t.join();
-  ASSERT_EQ(errors.load(), 0);
+    }
+    return errors;
+  });
+  ASSERT_EQ(errors, 0);
   for (int64_t e = 0; e < kEpochs; ++e) {
     std::set<int64_t> distinct(order[e].begin(), order[e].end());
     EXPECT_EQ(order[e].size(), static_cast<size_t>(kTasks)) << "epoch " << e;
@@ -198,41 +208,35 @@ TEST_P(TaskMasterTest, ConcurrentLeasesWithFoldedFinishesTakeEveryTaskOnce) {
   const int kTasks = 24, kWorkers = 3, kEpochs = 3;
   std::mutex mu;
   std::map<int64_t, std::map<int64_t, int>> finished;  // epoch -> task id -> accepted finishes
-  std::vector<std::thread> workers;
-  std::atomic<int> errors{0};
-  for (int w = 0; w < kWorkers; ++w) {
-    workers.emplace_back([&, w] {
-      std::unique_ptr<Store> store = env_->Client();
-      std::unique_ptr<TaskMaster> m = Master(store.get(), Tasks(kTasks));
-      if (m == nullptr) return ++errors, void();
-      std::vector<Task> mine;  // read, to be finished by the next Ask
-      AskOptions o;
-      o.max_tasks = 3;
-      o.ways = kWorkers;
-      for (int64_t epoch = 0; epoch < kEpochs;) {
-        o.finish = mine;
-        absl::StatusOr<TaskAnswer> a = m->Ask(epoch, absl::StrCat("w", w), o);
-        if (!a.ok() || a->finished.size() != mine.size()) return ++errors, void();
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          for (size_t i = 0; i < mine.size(); ++i)
-            finished[mine[i].epoch][mine[i].id] += a->finished[i];
-        }
-        mine.clear();
-        if (a->kind == TaskAnswer::kEpochDone) {
-          ++epoch;
-        } else if (a->kind == TaskAnswer::kWait) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        } else {
-          mine.push_back(a->task);
-          mine.insert(mine.end(), a->more.begin(), a->more.end());
-          if (mine.size() > 3) ++errors;
-        }
+  const int errors = RunWorkers(kWorkers, kTasks, [&](int w, TaskMaster& m) {
+    int errors = 0;
+    std::vector<Task> mine;  // read, to be finished by the next Ask
+    AskOptions o;
+    o.max_tasks = 3;
+    o.ways = kWorkers;
+    for (int64_t epoch = 0; epoch < kEpochs;) {
+      o.finish = mine;
+      absl::StatusOr<TaskAnswer> a = m.Ask(epoch, absl::StrCat("w", w), o);
+      if (!a.ok() || a->finished.size() != mine.size()) return errors + 1;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t i = 0; i < mine.size(); ++i)
+          finished[mine[i].epoch][mine[i].id] += a->finished[i];
       }
-    });
-  }
-  for (std::thread& t : workers) t.join();
-  ASSERT_EQ(errors.load(), 0);
+      mine.clear();
+      if (a->kind == TaskAnswer::kEpochDone) {
+        ++epoch;
+      } else if (a->kind == TaskAnswer::kWait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      } else {
+        mine.push_back(a->task);
+        mine.insert(mine.end(), a->more.begin(), a->more.end());
+        if (mine.size() > 3) ++errors;
+      }
+    }
+    return errors;
+  });
+  ASSERT_EQ(errors, 0);
   for (int64_t e = 0; e < kEpochs; ++e) {
     ASSERT_EQ(finished[e].size(), static_cast<size_t>(kTasks)) << "epoch " << e;
     for (const auto& [id, n] : finished[e]) EXPECT_EQ(n, 1) << "epoch " << e << " task " << id;

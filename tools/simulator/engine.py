@@ -136,10 +136,11 @@ def evaluate(cluster, phases, with_features=False, working_set=0.0, cores=None):
         feats = np.empty((kind.shape[0], FEATURES))
         for k in np.unique(kind):
             if k not in links:
-                links[k] = cluster.link(CLASSES[k])
+                link = cluster.link(CLASSES[k])
+                links[k] = (link, np.asarray(link.vector()))
             sel = kind == k
-            feats[sel] = link_features(links[k], phase, sel, wire, cores_share, working_set)
-            times[sel] = feats[sel] @ np.asarray(links[k].vector())
+            feats[sel] = link_features(links[k][0], phase, sel, wire, cores_share, working_set)
+            times[sel] = feats[sel] @ links[k][1]
         i = int(np.argmax(times))
         total += times[i] * phase.repeat
         features[kind[i]] += feats[i] * phase.repeat
