@@ -70,7 +70,7 @@ constexpr int64_t kMaxOpen = 64;  // tasks a commit can name (extras keys data/o
 constexpr int64_t kMaxHeld = 16;  // tasks one rank can hold at a commit
 constexpr int64_t kImageBytes = 28 * 28;
 // The lease of one Ask (Note [Task prefetch]). 1: with 2 the prefetch answer waits for both
-// tasks' decode, and under load that cost more than the round trips it saved.
+// tasks' reading, and under load that cost more than the round trips it saved.
 constexpr int kTasksPerAsk = 1;
 
 // The extras key of field "id", "gen" or "used" of open task i < kMaxOpen. Made once: a commit
@@ -380,16 +380,16 @@ absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int
 // Note [Task prefetch]
 // A rank asks for its next tasks, one lease ahead at most (kTasksPerAsk tasks in one Ask, Note
 // [Leases] in paddle/data/task_master.cc), while it still has a few steps' records in hand (4
-// steps' worth: enough for the Ask to come back and the tasks to be decoded before they are
+// steps' worth: enough for the Ask to come back and the tasks to be read before they are
 // needed). Near the epoch's end the lease shrinks to the rank's share of todo (AskOptions::ways is
 // the number of ranks), so that a rank does not sit on tasks the others could have read. The Ask
-// runs on the master thread (Note [Master calls]), and the same call then reads and decodes the
+// runs on the master thread (Note [Master calls]), and the same call then reads and checks the
 // lease's tasks there (TaskFeed::ReadNow): on a machine with as many busy threads as cores, a
 // feed thread started and woken per task took cores from the training threads, and a synchronous
 // step waits for the rank that lost its core. The next Take that finds the answer in holds the
 // tasks with their rows ready. From the Ask on the tasks count as held: Exchange waits for an
-// answer still out (and its decode), so the next commit names them (Note [Task positions], step
-// 2) and a new generation adopts them; their decoded rows count as read only when Take hands them
+// answer still out (and its reading), so the next commit names them (Note [Task positions], step
+// 2) and a new generation adopts them; their rows count as read only when Take hands them
 // to a step. A worker that dies, or a generation that rolls back, before a commit named them
 // leaves them pending in the store with no holder in any commit: the case of step 5 (tasks taken
 // after the last commit and rolled back), where EndEpoch puts each back in todo. So each is read

@@ -1,17 +1,19 @@
-// TaskFeed: the samples of one task (a record range of one shard) decoded into training rows on a
-// prefetch thread, so the training thread only copies ready rows.
+// TaskFeed: the samples of one task (a record range of one shard), read and checked on a prefetch
+// thread, so the training thread only converts ready rows.
 //
-// One thread per feed reads and decodes: it reads the shard's index (through the shared
+// One thread per feed reads and checks: it reads the shard's index (through the shared
 // ShardIndexCache), checks that the shard is as long as the index says (a truncated shard is an
 // error before any of its records is used), then reads the range a block of whole records at a
 // time (about 256 KiB, one pread of exactly the block's bytes, never past the range's end), checks
-// each record's framing and CRCs in place (record_file.h's CheckFramedRecord) and decodes it
-// straight into a slab: the sample ids, the label as int64, the uint8 image normalized to float32
-// (pixels.h). No record is copied or allocated on its own, and there is no second
-// thread to hand records to: on a machine with fewer cores than busy threads every hand-off and
-// wake-up costs the trainer time. At most `max_slabs` slabs wait, so memory stays bounded however
-// slow the consumer; slabs the consumer is done with are filled again. Take() copies whole runs of
-// rows out of the slabs (one memcpy per run, as the in-memory loader's gather is one per row).
+// each record's framing and CRCs in place (record_file.h's CheckFramedRecord) and keeps what a
+// row needs in a slab: the sample ids, the label as int64, the image's uint8 pixels. No record is
+// allocated on its own, and there is no second thread to hand records to: on a machine with
+// fewer cores than busy threads every hand-off and wake-up costs the trainer time. At most
+// `max_slabs` slabs wait, so memory stays bounded however slow the consumer; slabs the consumer
+// is done with are filled again.
+//
+// Take() turns whole runs of rows into float32 straight into the caller's batch (pixels.h, one
+// call per run), so the float rows are written once, where they are used (Note [Byte slabs]).
 //
 // The layout is that of a ShardSet record (shard_set.h): the 8-byte sample id, then the fields;
 // the feed reads a uint8 label field and a uint8 image field at the given offsets after the id.
@@ -56,37 +58,37 @@ struct TaskFeedLayout {
 };
 
 struct TaskFeedOptions {
-  int max_slabs = 4;  // decoded slabs waiting (each is one block of records)
+  int max_slabs = 4;  // checked slabs waiting (each is one block of records)
   absl::Duration timeout = absl::Seconds(60);  // bound on each wait in Take()
   std::shared_ptr<ShardIndexCache> index_cache;
 };
 
 class TaskFeed {
  public:
-  // Starts reading and decoding `range`. kInvalidArgument naming the value unless the layout's
+  // Starts reading and checking `range`. kInvalidArgument naming the value unless the layout's
   // fields lie inside the record and max_slabs > 0.
   static absl::StatusOr<std::unique_ptr<TaskFeed>> Start(RecordRange range, TaskFeedLayout layout,
                                                          TaskFeedOptions options = {});
-  // Reads, checks and decodes all of `range` on the calling thread, with no prefetch thread and
-  // no bound on the slabs (the whole range's rows, 4 bytes a pixel, are held): for a caller that
-  // is already off the training thread, so that Take() only copies. Errors as Start's.
+  // Reads and checks all of `range` on the calling thread, with no prefetch thread and no bound
+  // on the slabs (the whole range's rows, a byte a pixel, are held): for a caller that is already
+  // off the training thread, so that Take() only converts. Errors as Start's.
   static absl::StatusOr<std::unique_ptr<TaskFeed>> ReadNow(RecordRange range, TaskFeedLayout layout,
                                                            TaskFeedOptions options = {});
   ~TaskFeed();
   TaskFeed(const TaskFeed&) = delete;
   TaskFeed& operator=(const TaskFeed&) = delete;
 
-  // Copies up to `n` samples into rows of `images` (image_bytes floats each) and `labels`, and
-  // appends their ids to `ids`; returns how many, 0 once the range is used up.
+  // Writes up to `n` samples into rows of `images` (image_bytes floats each, normalized as the
+  // layout says) and `labels`, and appends their ids to `ids`; returns how many, 0 once the
+  // range is used up.
   absl::StatusOr<int64_t> Take(int64_t n, float* images, int64_t* labels,
                                std::vector<int64_t>* ids);
 
  private:
   struct Slab {
-    // Allocated without being zeroed (every row is written before it is read): zeroing a fresh
-    // slab cost as much as decoding into it.
-    std::unique_ptr<float[]> images;
-    size_t image_capacity = 0;  // floats
+    // Allocated without being zeroed (every row is written before it is read).
+    std::unique_ptr<uint8_t[]> pixels;
+    size_t pixel_capacity = 0;  // bytes
     std::vector<int64_t> labels, ids;
   };
   // kInvalidArgument for a bad layout, max_slabs or range (see Start).
@@ -94,10 +96,10 @@ class TaskFeed {
                                      const TaskFeedOptions& options);
   TaskFeed(RecordRange range, TaskFeedLayout layout, TaskFeedOptions options);
   void Produce();
-  // Reads and decodes the whole range; the rows before an error are queued before it returns.
+  // Reads and checks the whole range; the rows before an error are queued before it returns.
   absl::Status ReadRange();
-  // Checks and decodes the `n` records starting at record `first`, framed in `block` (which
-  // starts at `offsets[first]`), into the rows of `slab`; stops at the first bad one, leaving the
+  // Checks the `n` records starting at record `first`, framed in `block` (which starts at
+  // `offsets[first]`), and keeps their rows in `slab`; stops at the first bad one, leaving the
   // rows before it.
   absl::Status Decode(const char* block, const std::vector<uint64_t>& offsets, int64_t first,
                       int64_t n, Slab* slab) const;
@@ -121,7 +123,7 @@ class TaskFeed {
   std::condition_variable cv_;
   std::deque<Slab> queue_ ABSL_GUARDED_BY(mu_);
   // Slabs the consumer is done with, for the producer to fill again: fresh ones cost a page
-  // fault and a zero fill per 4 KiB, more than the decode itself.
+  // fault and a zero fill per 4 KiB.
   std::vector<Slab> free_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
