@@ -617,6 +617,36 @@ class DefaultJobTest(unittest.TestCase):
             self.assertIn("starting it again (restart 1 of --max-restarts=1)", out)
 
 
+    def test_an_elastic_job_fails_at_once_when_its_store_dies(self):
+        """Found by a chaos script that signalled the launcher's first child: with the store it
+        hosts gone, the workers only fail after their timeouts and every restart waits for a
+        store that is gone, so the launcher must end the job itself, naming the store."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, signal, time\n"
+                        "if os.environ['RANK'] == '0':\n"
+                        "    parent = os.getppid()\n"
+                        "    for pid in open(f'/proc/{parent}/task/{parent}/children').read()"
+                        ".split():\n"
+                        "        if b'paddle_store_server' in open(f'/proc/{pid}/cmdline', 'rb')"
+                        ".read():\n"
+                        "            os.kill(int(pid), signal.SIGKILL)\n"
+                        "time.sleep(60)\n")
+            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
+                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
+            start = time.monotonic()
+            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
+                                "--min-nproc=1", "--max-restarts=3", "--grace-s=1", script],
+                               capture_output=True, text=True, timeout=60)
+            out = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 3, out)
+            self.assertLess(time.monotonic() - start, 30, out)
+            self.assertRegex(out, r"job failed: the workers' store \(paddle_store_server, pid "
+                                  r"\d+\) killed by signal 9 \(SIGKILL\)")
+            self.assertNotIn("starting it again", out)
+
+
 class RendezvousTest(unittest.TestCase):
     def setUp(self):
         self.server = kvstore.TcpStoreServer("127.0.0.1", 0)

@@ -17,6 +17,8 @@ PADDLE_ELASTIC_MIN_SIZE/PADDLE_ELASTIC_MAX_SIZE. Then, every --monitor-interval:
   - a worker stopped (SIGSTOP, a debugger) for --exit-timeout seconds is killed: the others
     have dropped it by then, and it would hold the job open forever; it then fails like any
     other worker (started again, or counted against --min-nproc);
+  - the job fails at once when the store this launcher hosts exits: every worker would fail on
+    it only after its own timeouts, and each restart would wait for a store that is gone;
   - the job succeeds when every slot is empty and at least one worker exited 0.
 
 With --nnodes=MIN:MAX every node runs such a launcher and all their workers regroup in one store,
@@ -215,7 +217,7 @@ class ElasticAgent:
             return agent_mod.EXIT_RENDEZVOUS
         mux = logs.LogMux(self.opts.log_dir, 0, self.opts.tee, self.opts.ranks_filter)
         try:
-            return self._run(addr, port, mux)
+            return self._run(addr, port, mux, store)
         finally:
             if store is not None:
                 store.stdin.close()  # the server exits when its stdin closes
@@ -225,7 +227,7 @@ class ElasticAgent:
                     store.kill()
                     store.wait()
 
-    def _run(self, addr, port, mux):
+    def _run(self, addr, port, mux, store):
         nodes = f", --nnodes={self.opts.nnodes}" if self.opts.max_nodes > 1 else ""
         self.say(f"elastic job: {self.opts.nproc} workers (at least {self.opts.min_nproc}){nodes}"
                  f", --max-restarts={self.opts.max_restarts}")
@@ -238,6 +240,12 @@ class ElasticAgent:
                 self.say(f"got {name}; stopping the workers")
                 self._stop_all(mux)
                 return 128 + self.signal
+            if store is not None and store.poll() is not None:
+                self.say(f"job failed: the workers' store (paddle_store_server, pid {store.pid}) "
+                         f"{agent_mod.describe(store.returncode)}; the workers cannot regroup "
+                         f"without it")
+                self._stop_all(mux)
+                return agent_mod.EXIT_RENDEZVOUS
             self._kill_long_stopped()
             for slot, p in enumerate(self.slots):
                 if p is None or p.poll() is None:
