@@ -25,8 +25,6 @@
 // master weights (Note [bf16 autocast] in paddle/nn/functional_cuda.h). The JSON adds "device".
 #include "paddle/data/fashion_mnist.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -470,34 +468,6 @@ absl::Status SumOverGroup(Group& g, std::vector<double>* values, Device device) 
   return t.CopyFrom(back);
 }
 
-// Rank 0's progress within an epoch: a rewritten line on a terminal, a line every 5 s otherwise.
-class ProgressLine {
- public:
-  explicit ProgressLine(bool enabled) : enabled_(enabled), tty_(isatty(fileno(stdout)) != 0) {}
-  void Update(int64_t step, int64_t steps, int64_t samples, absl::Time start) {
-    if (!enabled_) return;
-    absl::Time now = absl::Now();
-    if (last_ == absl::InfinitePast()) last_ = start;
-    if (now - last_ < (tty_ ? absl::Milliseconds(200) : absl::Seconds(5))) return;
-    last_ = now;
-    double seconds = absl::ToDoubleSeconds(now - start);
-    double rate = seconds > 0 ? samples / seconds : 0;
-    double eta = step > 0 ? seconds * (steps - step) / step : 0;
-    std::printf("%s  step %lld/%lld  samples/s %.0f  ETA %.0fs%s", tty_ ? "\r" : "",
-                static_cast<long long>(step), static_cast<long long>(steps), rate, eta,
-                tty_ ? "   " : "\n");
-    std::fflush(stdout);
-  }
-  void Finish() {
-    if (enabled_ && tty_ && last_ != absl::InfinitePast()) std::printf("\r%60s\r", "");
-    last_ = absl::InfinitePast();
-  }
-
- private:
-  bool enabled_, tty_;
-  absl::Time last_ = absl::InfinitePast();
-};
-
 // --elastic, --data=tasks: the data and what is the program's own go to RunElastic/RunTaskGroup.
 int RunElasticJob(const Options& o) {
   ElasticRun run;
@@ -542,13 +512,14 @@ int RunElasticJob(const Options& o) {
 }
 
 int Run(const Options& o) {
-  auto fail = [](const absl::Status& s) {
+  Group group;
+  auto fail = [&group](const absl::Status& s) {
     std::fprintf(stderr, "fashion_mnist: %s\n", s.ToString().c_str());
+    group.rendezvous.failed = true;  // the launcher hears of it now, not after the store's wait
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));
   if (o.elastic || o.data == "tasks") return RunElasticJob(o);
-  Group group;
   if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
   const bool leader = group.rank == 0;
   const int64_t local_batch = o.batch / group.world;

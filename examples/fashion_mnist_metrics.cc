@@ -1,17 +1,44 @@
-// Evaluation over every rank's share of the test set (see fashion_mnist_metrics.h).
+// Rank 0's progress line, and the evaluation over every rank's share of the test set (see
+// fashion_mnist_metrics.h).
 #include "examples/fashion_mnist_metrics.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "paddle/core/autograd/grad_mode.h"
 #include "paddle/core/status.h"
 #include "paddle/nn/device_dispatch.h"
 #include "paddle/parallel/metrics.h"
 
 namespace paddle::examples {
+
+ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(isatty(fileno(stdout)) != 0) {}
+
+void ProgressLine::Update(int64_t step, int64_t steps, int64_t samples, absl::Time start) {
+  if (!enabled_) return;
+  absl::Time now = absl::Now();
+  if (last_ == absl::InfinitePast()) last_ = start;
+  if (now - last_ < (tty_ ? absl::Milliseconds(200) : absl::Seconds(5))) return;
+  last_ = now;
+  double seconds = absl::ToDoubleSeconds(now - start);
+  double rate = seconds > 0 ? samples / seconds : 0;
+  double eta = step > 0 ? seconds * (steps - step) / step : 0;
+  std::printf("%s  step %lld/%lld  samples/s %.0f  ETA %.0fs%s", tty_ ? "\r" : "",
+              static_cast<long long>(step), static_cast<long long>(steps), rate, eta,
+              tty_ ? "   " : "\n");
+  std::fflush(stdout);
+}
+
+void ProgressLine::Finish() {
+  if (enabled_ && tty_ && last_ != absl::InfinitePast()) std::printf("\r%60s\r", "");
+  last_ = absl::InfinitePast();
+}
 
 absl::StatusOr<std::string> EvaluateOverRanks(nn::Module& model, const data::Dataset& test,
                                               Communicator* comm) {

@@ -297,6 +297,7 @@ int TaskGroupTrainer::Run() {
   auto fail = [this](const absl::Status& s) {
     std::fprintf(stderr, "fashion_mnist --data=tasks (rank %d): %s\n", group_.rank,
                  s.ToString().c_str());
+    group_.rendezvous.failed = true;  // the launcher hears of it now, not after the store's wait
     return 1;
   };
   if (absl::Status st = Setup(); !st.ok()) return fail(st);

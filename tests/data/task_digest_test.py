@@ -10,12 +10,18 @@ sample exactly once per epoch in a static 2-worker --data=tasks job, checked wit
   c. The check can fail: ids with one dropped and another repeated (the count unchanged) do not
      pass it.
   d. --sample-digest without --data=tasks is refused, naming the flag.
+  e. Bad shards end the job with an error naming the shard and byte offset, before anything is
+     trained on them: one flipped pixel byte (the record's CRC) - the job fails and no committed
+     step holds that sample - and a shard cut short (its index names more bytes), which fails
+     the first task read from it, before any of its records (task_feed_test checks the "before").
 
 usage: task_digest_test.py LAUNCH MAKE_SHARDS
 """
 import json
 import os
 import re
+import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -129,6 +135,60 @@ class TaskDigestTest(unittest.TestCase):
         job.p.stdout.close()
         self.assertNotEqual(rc, 0)
         self.assertIn("--sample-digest go with --data=tasks", job.text())
+
+
+    def bad_copy(self, name):
+        """A copy of the shards, for one test to damage."""
+        return shutil.copytree(self.shards, os.path.join(self.workdir, name))
+
+    def failed_job(self, shards, extra=()):
+        t0 = time.monotonic()
+        job = LaunchedJob(JOB + [f"--shards={shards}"] + list(extra), env=ENV)
+        rc = job.finish(120)
+        job.p.stdout.close()
+        seconds = time.monotonic() - t0
+        print(f"{self.id()}: job exit {rc} in {seconds:.1f} s", flush=True)
+        self.assertNotIn(rc, (0, None), job.text()[-4000:])
+        # The failing rank ends at once, even when it hosts the store and its peer is still
+        # connected (RendezvousResult::failed); it used to wait out PADDLE_CONNECT_TIMEOUT_S (61 s).
+        self.assertLess(seconds, 20, job.text()[-4000:])
+        return job.text()
+
+    def test_e_corrupt_record(self):
+        shards = self.bad_copy("corrupt")
+        shard = os.path.join(shards, sorted(n for n in os.listdir(shards) if n.endswith(
+            ".index"))[2][:-len(".index")])
+        with open(shard + ".index", "rb") as f:
+            index = f.read()
+        (length,) = struct.unpack_from("<Q", index, 0)  # the index is one framed record
+        offsets = struct.unpack_from(f"<{length // 8}Q", index, 12)
+        record = offsets[len(offsets) // 2]  # a record in the middle of the shard
+        with open(shard, "r+b") as f:
+            f.seek(record + 12)  # past the length and its CRC: the 8-byte sample id
+            (bad_id,) = struct.unpack("<q", f.read(8))
+            f.seek(record + 12 + 8 + 300)  # a pixel
+            byte = f.read(1)[0]
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte ^ 0x40]))
+        ledger = os.path.join(self.workdir, "ledger-corrupt")
+        text = self.failed_job(shards, [f"--sample-ledger={ledger}"])
+        self.assertIn(f"shard {shard}: corrupt record at byte offset {record}", text)
+        trained = set()
+        for name in os.listdir(ledger) if os.path.isdir(ledger) else []:
+            with open(os.path.join(ledger, name)) as f:
+                for line in f:
+                    trained.update(json.loads(line)["samples"])
+        self.assertNotIn(bad_id, trained)
+
+    def test_f_truncated_shard(self):
+        shards = self.bad_copy("truncated")
+        shard = os.path.join(shards, sorted(n for n in os.listdir(shards) if n.endswith(
+            ".index"))[1][:-len(".index")])
+        size = os.path.getsize(shard)
+        os.truncate(shard, size - 100)
+        text = self.failed_job(shards)
+        self.assertIn(f"shard {shard} is {size - 100} bytes but its index says {size}: truncated "
+                      f"shard (the records from byte offset {size - 100} on are missing)", text)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ RendezvousResult::~RendezvousResult() {
   // would keep the server waiting, so then there is nothing to wait for.
   std::weak_ptr<Store> ours = store;
   store.reset();
-  if (!ours.expired()) return;
+  if (!ours.expired() || failed) return;
   absl::Status s = server->WaitForClientsToLeave(/*keep=*/0, DefaultTimeout(TimeoutKind::kConnect));
   if (!s.ok()) {
     PADDLE_LOG(WARN, STORE) << "stopping the rendezvous store anyway: " << s.message();

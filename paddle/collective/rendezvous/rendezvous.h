@@ -34,6 +34,10 @@ struct RendezvousResult {
   int world_size = 0;
   // Set on the rank that hosts the store server; keep it alive as long as any rank uses `store`.
   std::unique_ptr<TcpStoreServer> server;
+  // Set by a program that exits on an error: the destructor then stops the server without
+  // waiting for the other ranks, which fail anyway once it is gone; waiting would keep this
+  // process, and so the launcher's verdict, up to PADDLE_CONNECT_TIMEOUT_S behind the error.
+  bool failed = false;
 };
 
 // Meets the other ranks through `url` within `timeout` (which also bounds connecting to the
