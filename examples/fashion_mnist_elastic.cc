@@ -296,11 +296,12 @@ absl::Status Trainer::TaskStep(int64_t* global_size, double* loss_out) {
   opt_->ZeroGrad();
   ASSIGN_OR_RETURN(nn::Variable logits, ddp_->Forward(nn::Variable(images)));
   ASSIGN_OR_RETURN(nn::Variable loss, nn::functional::SoftmaxCrossEntropy(logits, labels));
-  // As in Step: DDP averages over ranks, so weight by this rank's share of the step's samples (0
-  // for the dummy sample of a rank that had none).
+  // DDP averages over ranks, so weight by this rank's share of the global batch (--batch), not
+  // of the step's samples: a short step at the epoch's tail then moves the model by what its
+  // samples are worth (Note [Short steps] in fashion_mnist_tasks.cc; 0 for the dummy sample of a
+  // rank that had none).
   ASSIGN_OR_RETURN(Tensor weight, Tensor::Empty(loss.shape(), DType::kFloat32));
-  weight.data<float>()[0] =
-      static_cast<float>(got * comm.world_size()) / static_cast<float>(*global_size);
+  weight.data<float>()[0] = static_cast<float>(ShortStepWeight(got, comm.world_size(), run_.batch));
   ASSIGN_OR_RETURN(nn::Variable weighted, nn::functional::Mul(loss, nn::Variable(weight)));
   RETURN_IF_ERROR(ddp_->Backward(weighted));
   RETURN_IF_ERROR(opt_->Step());

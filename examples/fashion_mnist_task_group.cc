@@ -275,11 +275,12 @@ absl::Status TaskGroupTrainer::Train() {
     opt_->ZeroGrad();
     ASSIGN_OR_RETURN(nn::Variable logits, ddp_->Forward(nn::Variable(s.images)));
     ASSIGN_OR_RETURN(nn::Variable loss, nn::functional::SoftmaxCrossEntropy(logits, s.labels));
-    // DDP averages over ranks: weighting by this rank's share of the step's samples makes that
-    // the mean over the step's samples (0 for the dummy row of a rank that had none).
+    // DDP averages over ranks: weighted by this rank's share of --batch (Note [Short steps] in
+    // fashion_mnist_tasks.cc; 0 for the dummy row of a rank that had none).
     ASSIGN_OR_RETURN(Tensor weight, Tensor::Empty(loss.shape(), DType::kFloat32));
+    weight.data<float>()[0] = static_cast<float>(ShortStepWeight(s.got, group_.world, run_.batch));
+    // The printed loss stays the mean over the step's samples.
     const double share = static_cast<double>(s.got) / static_cast<double>(s.global);
-    weight.data<float>()[0] = static_cast<float>(share * group_.world);
     ASSIGN_OR_RETURN(nn::Variable weighted, nn::functional::Mul(loss, nn::Variable(weight)));
     RETURN_IF_ERROR(ddp_->Backward(weighted));
     RETURN_IF_ERROR(opt_->Step());

@@ -23,10 +23,10 @@
 //     was used up, else reads on from `used`.
 //  5. The last step of an epoch: with synchronous allreduce every rank joins every step; a rank
 //     that finds no sample (the master has no task left to hand out) joins with a zero-weight
-//     dummy sample, and the loss is weighted by each rank's share of the step's allreduced sample
-//     count. A step whose count is 0 on every rank trains nothing: the ranks commit and finish
-//     (3), meet, and rank 0 calls TaskMaster::EndEpoch: every task still pending then is one
-//     that no member holds (taken by a rank after its last commit and rolled back, or by a
+//     dummy sample, and each rank's loss is weighted by its samples' share of the global batch
+//     (Note [Short steps]). A step whose count is 0 on every rank trains nothing: the ranks commit
+//     and finish (3), meet, and rank 0 calls TaskMaster::EndEpoch: every task still pending then is
+//     one that no member holds (taken by a rank after its last commit and rolled back, or by a
 //     removed worker), so it goes back to todo and the epoch goes on; once nothing is pending or
 //     in todo the epoch ends. Rank 0 broadcasts the verdict.
 // The sample ledger is written from step 2's lines: every rank appends every rank's lines of the
@@ -334,9 +334,20 @@ int64_t TaskData::RecordsHeld() const {
   return left;
 }
 
+// Note [Short steps]
+// A step's update is the sum of its samples' loss gradients over the global batch (--batch), not
+// their mean: a rank weights its mean loss by got x world / batch (ShortStepWeight) and DDP
+// averages over the world. A full step is the same either way. The epoch's tail has short steps
+// by design: tasks are handed out whole, so a rank can still hold up to a task's records when the
+// others have none left, and the steps until it has read them are short (several in a row after
+// a membership change, when the ranks' tasks no longer end together). Weighted by the step's own
+// total, each of them was a full step at the full learning rate on a few samples, and such a
+// tail cost whole points of test accuracy at the epoch's end (docs/data.md); weighted by the
+// global batch, an epoch's updates add up to the same whichever steps its samples fall in.
+//
 // Note [Step count]
-// Each step's loss is weighted by the rank's share of the step's samples (Note [Task positions],
-// step 5), so every rank must know the step's total before its backward. It is the global batch
+// Every rank must know each step's total: a total of 0 ends the epoch (Note [Task positions],
+// step 5), and the progress counts it. It is the global batch
 // whenever every rank reads its full share, which is every step but the last few of an epoch. So
 // the count is allreduced only now and then: with it each rank sends how many more full steps
 // the records of the tasks it already holds cover (records held / its share; 0 if this step was
@@ -345,8 +356,11 @@ int64_t TaskData::RecordsHeld() const {
 // held tasks before it asks for more (Take), and held records only shrink by what the steps
 // take. A new generation (StartGeneration) sets the count back to 0, as do short steps near an
 // epoch's end, where the allreduce again runs every step (and a total of 0 still ends the
-// epoch). Only the weighting depends on it: what was read, and so the ledger and exactly-once,
-// do not.
+// epoch). What was read, and so the ledger and exactly-once, do not depend on it.
+double ShortStepWeight(int64_t got, int world, int64_t global_batch) {
+  return static_cast<double>(got) * world / static_cast<double>(std::max<int64_t>(global_batch, 1));
+}
+
 absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int64_t epoch,
                                                          int64_t step, int64_t global_batch) {
   const int64_t mine =

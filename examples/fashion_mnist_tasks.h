@@ -178,6 +178,11 @@ class TaskData {
   std::unique_ptr<MasterThread> master_thread_;  // runs them; last, so it stops first
 };
 
+// The weight of a rank's mean loss in a step where it read `got` samples, in a group of `world`
+// ranks whose global batch is `global_batch` (Note [Short steps]): 1 in a full step, 0 for a
+// rank's dummy sample, less in a short step.
+double ShortStepWeight(int64_t got, int world, int64_t global_batch);
+
 }  // namespace paddle::examples
 
 #endif  // EXAMPLES_FASHION_MNIST_TASKS_H_
