@@ -344,23 +344,22 @@ int64_t TaskData::RecordsHeld() const {
 // total, each of them was a full step at the full learning rate on a few samples, and such a
 // tail cost whole points of test accuracy at the epoch's end (docs/data.md); weighted by the
 // global batch, an epoch's updates add up to the same whichever steps its samples fall in.
-//
-// Note [Step count]
-// Every rank must know each step's total: a total of 0 ends the epoch (Note [Task positions],
-// step 5), and the progress counts it. It is the global batch
-// whenever every rank reads its full share, which is every step but the last few of an epoch. So
-// the count is allreduced only now and then: with it each rank sends how many more full steps
-// the records of the tasks it already holds cover (records held / its share; 0 if this step was
-// short), and the minimum over ranks, the same on every rank, is how many following steps skip
-// the allreduce and count the global batch. Those steps cannot come up short: a rank reads its
-// held tasks before it asks for more (Take), and held records only shrink by what the steps
-// take. A new generation (StartGeneration) sets the count back to 0, as do short steps near an
-// epoch's end, where the allreduce again runs every step (and a total of 0 still ends the
-// epoch). What was read, and so the ledger and exactly-once, do not depend on it.
 double ShortStepWeight(int64_t got, int world, int64_t global_batch) {
   return static_cast<double>(got) * world / static_cast<double>(std::max<int64_t>(global_batch, 1));
 }
 
+// Note [Step count]
+// Every rank must know each step's total: a total of 0 ends the epoch (Note [Task positions], step
+// 5), and the progress counts it. It is the global batch whenever every rank reads its full share,
+// which is every step but the last few of an epoch. So the count is allreduced only now and then:
+// with it each rank sends how many more full steps the records of the tasks it already holds cover
+// (records held / its share; 0 if this step was short), and the minimum over ranks, the same on
+// every rank, is how many following steps skip the allreduce and count the global batch. Those
+// steps cannot come up short: a rank reads its held tasks before it asks for more (Take), and held
+// records only shrink by what the steps take. A new generation (StartGeneration) sets the count
+// back to 0, as do short steps near an epoch's end, where the allreduce again runs every step (and
+// a total of 0 still ends the epoch). What was read, and so the ledger and exactly-once, do not
+// depend on it.
 absl::StatusOr<TaskData::StepSamples> TaskData::TakeStep(Communicator& comm, int64_t epoch,
                                                          int64_t step, int64_t global_batch) {
   const int64_t mine =
