@@ -250,8 +250,10 @@ absl::StatusOr<EvalResult> Evaluate(CtrModel& model, EmbeddingSource& table, con
 }
 
 int Run(const Options& o) {
-  auto fail = [](const absl::Status& s) {
+  Group group;
+  auto fail = [&group](const absl::Status& s) {
     std::fprintf(stderr, "ctr: %s\n", s.ToString().c_str());
+    group.rendezvous.failed = true;  // the launcher hears of it now, not after the store's wait
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));
@@ -267,7 +269,6 @@ int Run(const Options& o) {
   if (!best_auc.ok()) return fail(best_auc.status());
   const int64_t train_size =
       o.train_samples > 0 ? std::min(o.train_samples, train->num_samples) : train->num_samples;
-  Group group;
   if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
   const bool leader = group.rank == 0;
   const int64_t local_batch = o.batch / group.world;

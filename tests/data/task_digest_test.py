@@ -137,9 +137,11 @@ class TaskDigestTest(unittest.TestCase):
         self.assertIn("--sample-digest go with --data=tasks", job.text())
 
 
-    def bad_copy(self, name):
-        """A copy of the shards, for one test to damage."""
-        return shutil.copytree(self.shards, os.path.join(self.workdir, name))
+    def bad_copy(self, name, k):
+        """A copy of the shards, for one test to damage, and the path of its k-th shard."""
+        shards = shutil.copytree(self.shards, os.path.join(self.workdir, name))
+        indexes = sorted(n for n in os.listdir(shards) if n.endswith(".index"))
+        return shards, os.path.join(shards, indexes[k][:-len(".index")])
 
     def failed_job(self, shards, extra=()):
         t0 = time.monotonic()
@@ -155,9 +157,7 @@ class TaskDigestTest(unittest.TestCase):
         return job.text()
 
     def test_e_corrupt_record(self):
-        shards = self.bad_copy("corrupt")
-        shard = os.path.join(shards, sorted(n for n in os.listdir(shards) if n.endswith(
-            ".index"))[2][:-len(".index")])
+        shards, shard = self.bad_copy("corrupt", 2)
         with open(shard + ".index", "rb") as f:
             index = f.read()
         (length,) = struct.unpack_from("<Q", index, 0)  # the index is one framed record
@@ -181,9 +181,7 @@ class TaskDigestTest(unittest.TestCase):
         self.assertNotIn(bad_id, trained)
 
     def test_f_truncated_shard(self):
-        shards = self.bad_copy("truncated")
-        shard = os.path.join(shards, sorted(n for n in os.listdir(shards) if n.endswith(
-            ".index"))[1][:-len(".index")])
+        shards, shard = self.bad_copy("truncated", 1)
         size = os.path.getsize(shard)
         os.truncate(shard, size - 100)
         text = self.failed_job(shards)

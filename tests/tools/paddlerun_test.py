@@ -24,6 +24,10 @@ sys.path.insert(0, TOOLS)
 import k8s  # noqa: E402
 from paddlerun import kvstore, logs, main, options, rendezvous  # noqa: E402
 
+# paddlerun in a process of its own, from this tree's tools/: PADDLERUN + [launcher flags...].
+PADDLERUN = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from paddlerun "
+             "import main; sys.exit(main.main(sys.argv[2:], 'paddlerun'))", TOOLS]
+
 
 class OptionsTest(unittest.TestCase):
     def test_defaults_and_aliases(self):
@@ -525,11 +529,9 @@ class DefaultJobTest(unittest.TestCase):
             with open(script, "w") as f:
                 f.write("import os\nprint('token', os.environ.get('PADDLE_STORE_TOKEN'))\n")
             env = {k: v for k, v in os.environ.items() if k != "PADDLE_STORE_TOKEN"}
-            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
-                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
             tokens = []
             for _ in range(2):
-                p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2", script],
+                p = subprocess.run(PADDLERUN + ["--nproc=2", script],
                                    env=env, capture_output=True, text=True, timeout=60)
                 self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
                 found = re.findall(r"^\[rank \d\] token (\S+)$", p.stdout, re.M)
@@ -559,11 +561,8 @@ class DefaultJobTest(unittest.TestCase):
                 f.write("import os, signal\n"
                         "if os.environ['RANK'] == '1':\n"
                         "    os.kill(os.getpid(), signal.SIGSTOP)\n")
-            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
-                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
             start = time.monotonic()
-            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
-                                "--exit-timeout=1", "--grace-s=1", script],
+            p = subprocess.run(PADDLERUN + ["--nproc=2", "--exit-timeout=1", "--grace-s=1", script],
                                capture_output=True, text=True, timeout=60)
             self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertLess(time.monotonic() - start, 30)
@@ -582,10 +581,7 @@ class DefaultJobTest(unittest.TestCase):
                         "    os.kill(os.getpid(), signal.SIGSTOP)\n"
                         "time.sleep(0.5)\n"
                         "sys.exit('rank 0: timed out waiting for rank 1')\n")
-            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
-                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
-            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
-                                "--grace-s=1", script],
+            p = subprocess.run(PADDLERUN + ["--nproc=2", "--grace-s=1", script],
                                capture_output=True, text=True, timeout=60)
             self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertRegex(p.stdout + p.stderr,
@@ -602,12 +598,9 @@ class DefaultJobTest(unittest.TestCase):
                         "if os.environ['RANK'] == '1' and "
                         "os.environ['PADDLE_RESTART_COUNT'] == '0':\n"
                         "    os.kill(os.getpid(), signal.SIGSTOP)\n")
-            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
-                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
             start = time.monotonic()
-            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
-                                "--min-nproc=1", "--max-restarts=1", "--exit-timeout=1",
-                                "--grace-s=1", script],
+            p = subprocess.run(PADDLERUN + ["--nproc=2", "--min-nproc=1", "--max-restarts=1",
+                                            "--exit-timeout=1", "--grace-s=1", script],
                                capture_output=True, text=True, timeout=60)
             out = p.stdout + p.stderr
             self.assertEqual(p.returncode, 0, out)
@@ -633,11 +626,9 @@ class DefaultJobTest(unittest.TestCase):
                         ".read():\n"
                         "            os.kill(int(pid), signal.SIGKILL)\n"
                         "time.sleep(60)\n")
-            launcher = ("import sys; sys.path.insert(0, sys.argv[1]); from paddlerun import main;"
-                        " sys.exit(main.main(sys.argv[2:], 'paddlerun'))")
             start = time.monotonic()
-            p = subprocess.run([sys.executable, "-c", launcher, TOOLS, "--nproc=2",
-                                "--min-nproc=1", "--max-restarts=3", "--grace-s=1", script],
+            p = subprocess.run(PADDLERUN + ["--nproc=2", "--min-nproc=1", "--max-restarts=3",
+                                            "--grace-s=1", script],
                                capture_output=True, text=True, timeout=60)
             out = p.stdout + p.stderr
             self.assertEqual(p.returncode, 3, out)
