@@ -407,13 +407,15 @@ P90_TOLERANCE = 0.75
 MAX_TOLERANCE = 5.0
 
 
-def trace(steps, buckets, backward_us=1000, comm_us=100):
-    """A timeline with `steps` steps; bucket i of `buckets` (bytes) launches evenly in backward."""
+def trace(steps, buckets, backward_us=1000, comm_us=100, pid=0, forward_us=500):
+    """A timeline with `steps` steps; bucket i of `buckets` (bytes) launches evenly in backward.
+    forward_us may be a list, one per step."""
     events, t = [], 0
-    for _ in range(steps):
-        for name, dur in (("data", 10), ("forward", 500), ("backward", None), ("optimizer", 50)):
+    for k in range(steps):
+        fwd = forward_us[k] if isinstance(forward_us, list) else forward_us
+        for name, dur in (("data", 10), ("forward", fwd), ("backward", None), ("optimizer", 50)):
             if name != "backward":
-                events.append({"name": name, "ph": "X", "pid": 0, "tid": 0, "ts": t, "dur": dur})
+                events.append({"name": name, "ph": "X", "pid": pid, "tid": 0, "ts": t, "dur": dur})
                 t += dur
                 continue
             end = t + backward_us
@@ -422,10 +424,10 @@ def trace(steps, buckets, backward_us=1000, comm_us=100):
                 launch = t + backward_us * (i + 1) // len(buckets)
                 start = max(launch, free)
                 free = start + comm_us
-                events.append({"name": f"allreduce bucket {i}", "ph": "X", "pid": 0, "tid": 1,
+                events.append({"name": f"allreduce bucket {i}", "ph": "X", "pid": pid, "tid": 1,
                                "ts": launch, "dur": free - launch, "args": {"bytes": b}})
             end = max(end, free)
-            events.append({"name": name, "ph": "X", "pid": 0, "tid": 0, "ts": t, "dur": end - t})
+            events.append({"name": name, "ph": "X", "pid": pid, "tid": 0, "ts": t, "dur": end - t})
             t = end
     return events
 
@@ -461,6 +463,30 @@ class StepModelTest(unittest.TestCase):
         durs = [d for _, d in prof.measured_buckets]
         again = step_model.predict(prof, None, MiB, MiB, durations=durs)
         self.assertAlmostEqual(again["step_us"], prof.measured_step_us)
+
+    def test_the_slowest_rank_sets_the_pace(self):
+        # Note [The slowest rank sets the pace]: 3 ranks, and in each step after the skipped
+        # two a different one computes 300 us longer (its forward).
+        fwd = [[500, 500, 800, 500, 500], [500, 500, 500, 800, 500], [500, 500, 500, 500, 800]]
+        events = []
+        for r in range(3):
+            events += trace(5, [MiB] * 2, pid=r, forward_us=fwd[r])
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(events, f)
+        self.addCleanup(os.unlink, f.name)
+        slow = step_model.load_timeline(f.name)
+        self.assertEqual(slow.steps, 3)
+        self.assertEqual(slow.forward_us, 800)
+        self.assertEqual(slow.median_compute_us, 10 + 500 + 1000 + 50)
+        self.assertEqual(slow.straggle_us, 300)
+        typical = step_model.load_timeline(f.name, pace="median")
+        self.assertEqual(typical.forward_us, 500)
+        self.assertEqual(typical.straggle_us, 0)
+        cost = lambda b: 10.0
+        self.assertAlmostEqual(step_model.predict(slow, cost, MiB, MiB)["step_us"] -
+                               step_model.predict(typical, cost, MiB, MiB)["step_us"], 300)
+        with self.assertRaisesRegex(ValueError, "pace"):
+            step_model.load_timeline(f.name, pace="fastest")
 
     def test_best_bucket_trades_latency_for_overlap(self):
         prof = step_model.synthetic_profile(64 * MiB, 1000, 10000)

@@ -200,7 +200,7 @@ def _allreduce_fn(a, params):
 
 def _profile(a):
     if a.timeline:
-        return step_model.load_timeline(a.timeline)
+        return step_model.load_timeline(a.timeline, pace=a.pace)
     if not (a.grad_mb and a.backward_ms is not None):
         raise step_model.TimelineError("give --timeline=FILE, or --grad-mb, --forward-ms and "
                                        "--backward-ms for a synthetic model")
@@ -231,6 +231,9 @@ def cmd_step(a):
         out["model_bucket_us"] = [allreduce_us(b) for b, _ in prof.measured_buckets]
         out["measured_buckets"] = prof.measured_buckets
         out["steps_used"] = prof.steps
+        out["pace"] = a.pace
+        out["median_rank_compute_us"] = prof.median_compute_us
+        out["straggle_us"] = prof.straggle_us
     if a.search or a.emit:
         best, t, results = step_model.best_bucket(prof, allreduce_us, first)
         out["best_bucket_bytes"] = best
@@ -361,6 +364,9 @@ def main(argv=None):
     p = sub.add_parser("step", help="data-parallel step time, efficiency and best bucket size")
     add_cluster_flags(p)
     p.add_argument("--timeline", help="PADDLE_TIMELINE trace of a real run")
+    p.add_argument("--pace", choices=("slowest", "median"), default="slowest",
+                   help="a timeline's profile: each step's slowest rank (default; Note [The "
+                        "slowest rank sets the pace] in step_model.py) or the median rank")
     p.add_argument("--grad-mb", type=positive_float, help="synthetic: gradient MiB")
     p.add_argument("--forward-ms", type=float, default=0.0)
     p.add_argument("--backward-ms", type=float)

@@ -14,8 +14,18 @@ A prediction cuts the gradient bytes into buckets (the first capped at first_buc
 rest at bucket_bytes), and runs their allreduces one after another on the communicator's queue:
 bucket i starts at max(ready(end of i), end of bucket i-1) and takes the simulator's allreduce
 time. The step is data + forward + max(backward, last allreduce's end) + optimizer.
-Ignored: compute slowed by communication on shared cores, bucket boundaries falling on
-parameter boundaries (the reducer never splits a parameter), and stragglers between ranks.
+Ignored: compute slowed by communication on shared cores, and bucket boundaries falling on
+parameter boundaries (the reducer never splits a parameter).
+
+Note [The slowest rank sets the pace]
+An allreduce ends on every rank only once the last rank has launched it, so in steady state
+every rank's step lasts as long as the compute of that step's slowest rank plus what of the
+communication is left after its last launch. A timeline's profile is therefore the slowest
+rank's, step by step (pace="slowest"): for each step, the rank whose data + forward + backward
+compute + optimizer is longest, and the medians over those. pace="median" takes the median over
+every rank's steps instead, which leaves out the time the others wait for it: on 4 workers
+sharing 2 cores that wait was 17% of the epoch. A synthetic profile has no ranks and no
+stragglers.
 """
 import dataclasses
 import json
@@ -42,6 +52,10 @@ class StepProfile:
     measured_buckets: list     # (bytes, duration us) of the measured buckets
     steps: int
     ranks: int
+    # Compute (data + forward + backward compute + optimizer) of the median rank, and how much
+    # longer the profile's is (Note [The slowest rank sets the pace]); 0 for pace="median".
+    median_compute_us: float = 0.0
+    straggle_us: float = 0.0
 
     @property
     def grad_bytes(self):
@@ -88,9 +102,19 @@ def _rank_steps(events, rank, path):
     return out
 
 
-def load_timeline(path, skip_steps=2):
-    """The run's StepProfile: medians over every rank's steps after the first `skip_steps` (the
-    first synced step rebuilds the buckets, Note [Bucket rebuild])."""
+def _compute_us(step, buckets, b0):
+    """One rank's compute in one step: what it does before its last bucket can start."""
+    return (step["data"]["dur"] + step["forward"]["dur"] + (buckets[-1]["ts"] - b0) +
+            step["optimizer"]["dur"])
+
+
+def load_timeline(path, skip_steps=2, pace="slowest"):
+    """The run's StepProfile over every rank's steps after the first `skip_steps` (the first
+    synced step rebuilds the buckets, Note [Bucket rebuild]): medians over each step's slowest
+    rank (pace="slowest", Note [The slowest rank sets the pace]) or over every rank's steps
+    (pace="median")."""
+    if pace not in ("slowest", "median"):
+        raise ValueError(f"pace must be slowest or median, not {pace!r}")
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -107,33 +131,45 @@ def load_timeline(path, skip_steps=2):
         raise TimelineError(f"{path}: no spans")
     per_step, layouts = [], {}
     for rank in ranks:
-        for s, buckets in _rank_steps(events, rank, path)[skip_steps:]:
-            if not buckets:
+        for index, (s, buckets) in enumerate(_rank_steps(events, rank, path)):
+            if index < skip_steps or not buckets:
                 continue
             b0 = s["backward"]["ts"]
             sizes = tuple(e["args"]["bytes"] for e in buckets)
             layouts[sizes] = layouts.get(sizes, 0) + 1
-            per_step.append((s, buckets, sizes, b0))
+            per_step.append((s, buckets, sizes, b0, index, _compute_us(s, buckets, b0)))
     if not per_step:
         raise TimelineError(f"{path}: no complete step with bucket allreduces after the first "
                             f"{skip_steps} (run with a DDP group and PADDLE_TIMELINE set, for more "
                             "steps)")
     layout = max(layouts, key=layouts.get)  # the layout most steps used
-    use = [p for p in per_step if p[2] == layout]
+    every = [p for p in per_step if p[2] == layout]
+    use = every
+    if pace == "slowest":
+        slowest = {}  # step index -> that step's slowest rank
+        for p in every:
+            if p[4] not in slowest or p[5] > slowest[p[4]][5]:
+                slowest[p[4]] = p
+        use = [slowest[k] for k in sorted(slowest)]
     med = lambda xs: float(np.median(xs))
-    launches = np.array([[e["ts"] - b0 for e in buckets] for _, buckets, _, b0 in use])
-    durations = np.array([[e["dur"] for e in buckets] for _, buckets, _, _ in use])
+    launches = np.array([[e["ts"] - p[3] for e in p[1]] for p in use])
+    durations = np.array([[e["dur"] for e in p[1]] for p in every])
     ready_us = np.maximum.accumulate(np.median(launches, axis=0))
-    return StepProfile(
+    median_compute = med([p[5] for p in every])
+    prof = StepProfile(
         data_us=med([s["data"]["dur"] for s, *_ in use]),
         forward_us=med([s["forward"]["dur"] for s, *_ in use]),
         backward_us=float(ready_us[-1]),
         optimizer_us=med([s["optimizer"]["dur"] for s, *_ in use]),
         ready_bytes=np.cumsum(np.array(layout, dtype=np.float64)),
         ready_us=ready_us,
-        measured_step_us=med([sum(s[p]["dur"] for p in PHASES) for s, *_ in use]),
+        measured_step_us=med([sum(s[p]["dur"] for p in PHASES) for s, *_ in every]),
         measured_buckets=list(zip(layout, np.median(durations, axis=0).tolist())),
-        steps=len(use), ranks=len(ranks))
+        steps=len(use), ranks=len(ranks), median_compute_us=median_compute)
+    if pace == "slowest":
+        prof.straggle_us = (prof.data_us + prof.forward_us + prof.backward_us +
+                            prof.optimizer_us - median_compute)
+    return prof
 
 
 def cut_buckets(total, first_bucket_bytes, bucket_bytes):
