@@ -25,12 +25,19 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
   echo "Environment: GPU_CHECK_BUDGET_S (270), GPU_CHECK_TEST_TIMEOUT_S (120),"
   echo "GPU_CHECK_BENCH_TIMEOUT_S (60), GPU_CHECK_REPO (the repository, for the PyTorch comparison;"
   echo "default: the current folder), OUT (log folder)."
+  echo "gpu-check.sh --sim-sweeps [ARGS]: instead of the checks, find the libraries as above and run"
+  echo "sim-sweeps.sh ARGS (CPU allreduce sweeps for tools/simulate; see its --help)."
   exit 0
+fi
+SIM_SWEEPS=0
+if [[ "${1:-}" == "--sim-sweeps" ]]; then
+  SIM_SWEEPS=1
+  shift
 fi
 
 if [[ -n "${OUT:-}" ]]; then
   mkdir -p "$OUT"
-  exec > >(tee "$OUT/gpu-check.log") 2>&1
+  exec > >(tee "$OUT/$( ((SIM_SWEEPS)) && echo sim-sweeps || echo gpu-check).log") 2>&1
 fi
 START=$(date +%s)
 elapsed() { echo $(($(date +%s) - START)); }
@@ -73,6 +80,12 @@ for d in "${dirs[@]}"; do LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; done
 LD_LIBRARY_PATH="$LD_LIBRARY_PATH${ORIG_LD_LIBRARY_PATH:+:$ORIG_LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+# bench:collectives is built with CUDA where the toolkit is, so it needs NCCL and the CUDA
+# runtime found above even for its CPU sweeps.
+if ((SIM_SWEEPS)); then
+  "$BUNDLE/sim-sweeps.sh" --bin="$BUNDLE/bin/cpu__bench__collectives" "$@"
+  exit $?
+fi
 
 echo "== ldd"
 missing_any=0
