@@ -159,7 +159,7 @@ TEST(AgreeOnTuningTest, RankZerosCostModelReachesEveryRank) {
   absl::StatusOr<TuningParams> params = TuningParams::Parse(
       "paddle_tuning_params 1\nlink tcp 190 150 0.0001 0.0002\n"
       "link tcp@2 182.03906064284044 196.89812687211133 0 0.00031859027056541295 "
-      "1.5000000000000001e-05 7.25 2.5e-05 8388608 65536\n",
+      "1.5000000000000001e-05 7.25 2.5e-05 8388608 65536 1.2799999999999999e-07 2097152\n",
       "t.tuning");
   ASSERT_TRUE(params.ok()) << params.status();
   auto store = std::make_shared<HashStore>();
@@ -175,12 +175,14 @@ TEST(AgreeOnTuningTest, RankZerosCostModelReachesEveryRank) {
     EXPECT_EQ(s->selector.tuned()->entry, "tcp@2");
     EXPECT_EQ(s->selector.tuned()->link.alpha_us, 182.03906064284044);
     EXPECT_EQ(s->selector.tuned()->link.gamma_us_per_byte, 0.00031859027056541295);
-    // The rendezvous and cache terms travel too (every field of LinkCost).
+    // The rendezvous, cache and small-page terms travel too (every field of LinkCost).
     EXPECT_EQ(s->selector.tuned()->link.memory_us_per_byte, 1.5000000000000001e-05);
     EXPECT_EQ(s->selector.tuned()->link.rendezvous_us, 7.25);
     EXPECT_EQ(s->selector.tuned()->link.rendezvous_beta_us_per_byte, 2.5e-05);
     EXPECT_EQ(s->selector.tuned()->link.cache_bytes, 8388608);
     EXPECT_EQ(s->selector.tuned()->link.eager_bytes, 65536);
+    EXPECT_EQ(s->selector.tuned()->link.small_page_us_per_byte, 1.2799999999999999e-07);
+    EXPECT_EQ(s->selector.tuned()->link.huge_page_bytes, 2097152);
     EXPECT_EQ(s->selector.tuned()->piece_bytes, static_cast<int64_t>(rank0.piece_bytes));
   }
   for (int64_t bytes = 4096; bytes <= (int64_t{256} << 20); bytes *= 2) {

@@ -264,16 +264,20 @@ class FitTest(unittest.TestCase):
             self.assertLess(got.extra[link]["fit"]["max_error_pct"], 1.0)
 
     def test_recovers_the_cache_knee_and_the_rendezvous(self):
-        # Note [Cache knee] on the workspace, Note [Eager and rendezvous] on shared memory's
-        # 64 KiB limit: the knee is found on its grid and every coefficient within 2%.
+        # Note [Cache knee] on the workspace, Notes [Eager and rendezvous] and [Small pages] on
+        # shared memory's 64 KiB and 2 MiB limits: the knee is found on its grid and every
+        # coefficient within 2%.
         truth = {"workspace": LinkParams(3.0, 0.0, 2e-4, 4e-4, memory_us_per_byte=3e-4,
                                          cache_bytes=8 << 20),
                  "tcp": LinkParams(25.0, 4.0, 8e-4, 3e-4),
                  "shm": LinkParams(2.0, 1.0, 1e-4, 2e-4, rendezvous_us=6.0,
-                                   rendezvous_beta_us_per_byte=5e-5, eager_bytes=64 << 10)}
+                                   rendezvous_beta_us_per_byte=5e-5, eager_bytes=64 << 10,
+                                   small_page_us_per_byte=1e-4, huge_page_bytes=2 << 20)}
         got = fit.fit(synthetic_rows(truth, shm_flat=True), cores=64)
         self.assertEqual(got.get("workspace").cache_bytes, 8 << 20)
         self.assertEqual(got.get("shm").eager_bytes, 64 << 10)
+        self.assertEqual(got.get("shm").huge_page_bytes, 2 << 20)
+        self.assertEqual(got.get("tcp").huge_page_bytes, 0)
         self.assertEqual(got.get("tcp").cache_bytes, 0)  # no knee in its data: none fitted
         for link, want in truth.items():
             np.testing.assert_allclose(got.get(link).vector(), want.vector(), rtol=0.02,
@@ -331,8 +335,8 @@ class FitTest(unittest.TestCase):
 
     def test_quiet_measurements_and_what_the_terms_add(self):
         """On the quiet sweeps the model meets the issue's bar over TCP (geomean <= 10%, no point
-        beyond 25%, as fitted), and the cache knee and rendezvous terms are what gets it there:
-        without them far more sizes are off."""
+        beyond 25%, as fitted), and the cache knee, rendezvous and small-page terms are what gets
+        it there: without them far more sizes are off."""
         rows = cli._stat_rows(bench_io.load_rows([QUIET_FIXTURE]), "p50")
         self.assertEqual(len(rows), 136)
 
@@ -351,14 +355,24 @@ class FitTest(unittest.TestCase):
         self.assertLess(geomean(every), 0.06)
         self.assertGreater(params.get("shm").rendezvous_us, 0)  # the 64 KiB switch is seen
         self.assertGreater(params.get("workspace").cache_bytes, 0)  # and the knee
+        self.assertGreater(params.get("shm").small_page_us_per_byte, 0)  # and the small pages
+        fit.HUGE_PAGE_BYTES, saved_pages = {}, fit.HUGE_PAGE_BYTES
+        try:
+            paged = errors(fit.fit(rows, cores=2), "shm")
+        finally:
+            fit.HUGE_PAGE_BYTES = saved_pages
+        shm = errors(params, "shm")
+        self.assertGreater((paged > 0.25).sum(), 1.5 * (shm > 0.25).sum())  # 9 against 4
+        self.assertGreater(geomean(paged), 1.2 * geomean(shm))  # 5.6% against 4.1%
         fit.EAGER_BYTES, saved = {}, fit.EAGER_BYTES
+        fit.HUGE_PAGE_BYTES = {}
         try:
             plain = errors(fit.fit(rows, cores=2, knee=False))
         finally:
-            fit.EAGER_BYTES = saved
-        self.assertGreater((plain > 0.25).sum(), 1.5 * (every > 0.25).sum())  # 21 against 11
-        self.assertGreater(plain.max(), 2 * every.max())  # 133% against 48%
-        self.assertGreater(geomean(plain), 1.2 * geomean(every))  # 5.3% against 3.9%
+            fit.EAGER_BYTES, fit.HUGE_PAGE_BYTES = saved, saved_pages
+        self.assertGreater((plain > 0.25).sum(), 1.5 * (every > 0.25).sum())  # 21 against 6
+        self.assertGreater(plain.max(), 2 * every.max())  # 133% against 38%
+        self.assertGreater(geomean(plain), 1.2 * geomean(every))  # 5.3% against 3.5%
 
     def test_shaped_link_has_its_own_entries(self):
         """The 1 Gbit/s sweep fitted under its own name reproduces itself within the tolerances

@@ -70,7 +70,9 @@ class TuningAgreementTest(unittest.TestCase):
                                                         "beta_us_per_byte", "gamma_us_per_byte",
                                                         "memory_us_per_byte", "rendezvous_us",
                                                         "rendezvous_beta_us_per_byte",
-                                                        "cache_bytes", "eager_bytes")])
+                                                        "cache_bytes", "eager_bytes",
+                                                        "small_page_us_per_byte",
+                                                        "huge_page_bytes")])
         broken = os.path.join(self.tmp, "broken.tuning")
         with open(broken, "w") as f:
             f.write("paddle_tuning_params 1\nlink tcp 1 2 -3 4\n")

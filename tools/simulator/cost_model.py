@@ -18,11 +18,13 @@ import json
 import math
 
 PARAM_NAMES = ("alpha_us", "overhead_us", "beta_us_per_byte", "gamma_us_per_byte")
-# Optional in params.json (0 when absent): the memory term of Note [Cache knee] and the
-# rendezvous of Note [Eager and rendezvous] (engine.py).
+# Optional in params.json (0 when absent): the memory term of Note [Cache knee], the
+# rendezvous of Note [Eager and rendezvous] and the term of Note [Small pages] (engine.py). The
+# tuning file's link lines hold PARAM_NAMES + OPTIONAL_NAMES in this order.
 OPTIONAL_NAMES = ("memory_us_per_byte", "rendezvous_us", "rendezvous_beta_us_per_byte",
-                  "cache_bytes", "eager_bytes")
-LINEAR_NAMES = PARAM_NAMES + OPTIONAL_NAMES[:3]  # LinkParams.vector()
+                  "cache_bytes", "eager_bytes", "small_page_us_per_byte", "huge_page_bytes")
+# LinkParams.vector(), engine.link_features' columns.
+LINEAR_NAMES = PARAM_NAMES + OPTIONAL_NAMES[:3] + ("small_page_us_per_byte",)
 
 
 class ParamsError(ValueError):
@@ -40,6 +42,8 @@ class LinkParams:
     rendezvous_beta_us_per_byte: float = 0.0
     cache_bytes: float = 0.0
     eager_bytes: float = 0.0
+    small_page_us_per_byte: float = 0.0
+    huge_page_bytes: float = 0.0
 
     def vector(self):
         """The coefficients of the linear terms (LINEAR_NAMES), engine.link_features' columns."""
@@ -51,6 +55,11 @@ class LinkParams:
         if self.cache_bytes <= 0 or self.memory_us_per_byte <= 0:
             return 0.0
         return max(0.0, 1.0 - self.cache_bytes / max(float(working_set_bytes), 1.0))
+
+    def small_pages(self, working_set_bytes):
+        """1 when an allreduce of this many bytes has its buffers on small pages (Note [Small
+        pages]), else 0; 0 without a threshold."""
+        return 1.0 if 0 < working_set_bytes < self.huge_page_bytes else 0.0
 
     def with_bandwidth(self, gbit_per_s):
         """The same link at another bandwidth (beta from Gbit/s; 1 Gbit/s = 125 bytes/us)."""
@@ -68,6 +77,9 @@ class LinkParams:
                    if self.rendezvous_beta_us_per_byte > 0 else math.inf)
             text += (f"; beyond {self.eager_bytes / 1024:g} KiB +{self.rendezvous_us:.2f} us a "
                      f"message, {rbw:.2f} GB/s")
+        if self.huge_page_bytes > 0 and self.small_page_us_per_byte > 0:
+            text += (f", +{self.small_page_us_per_byte * 1e3:.3f} ns/byte of those under "
+                     f"{self.huge_page_bytes / (1 << 20):g} MiB")
         if self.miss_fraction(math.inf) > 0:
             text += (f", +{self.memory_us_per_byte * 1e3:.3f} ns/byte beyond "
                      f"{self.cache_bytes / (1 << 20):g} MiB")

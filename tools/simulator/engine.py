@@ -71,8 +71,9 @@ def phase_features(cluster, phase, cores=None):
 def link_features(link, phase, sel, wire, cores_share, working_set):
     """The features of the flows `sel` of `phase` on `link`, one row each, whose dot product with
     link.vector() is the flow's time: [1, pieces - 1, eager bytes, reduced bytes, bytes missing
-    the cache, rendezvous messages, rendezvous bytes] (Notes [Cache knee], [Eager and
-    rendezvous]), all times the flow's core share (Note [Shared cores])."""
+    the cache, rendezvous messages, rendezvous bytes, rendezvous bytes on small pages] (Notes
+    [Cache knee], [Eager and rendezvous], [Small pages]), all times the flow's core share (Note
+    [Shared cores])."""
     pieces = phase.pieces[sel]
     wire = wire[sel]
     reduce_bytes = phase.reduce_bytes[sel]
@@ -84,7 +85,8 @@ def link_features(link, phase, sel, wire, cores_share, working_set):
     feats = np.stack([np.ones_like(wire), np.maximum(pieces - 1, 0),
                       np.where(large, 0.0, wire), reduce_bytes,
                       (wire + reduce_bytes) * link.miss_fraction(working_set),
-                      np.where(large, np.maximum(pieces, 1), 0.0), np.where(large, wire, 0.0)],
+                      np.where(large, np.maximum(pieces, 1), 0.0), np.where(large, wire, 0.0),
+                      np.where(large, wire, 0.0) * link.small_pages(working_set)],
                      axis=1)
     return feats * cores_share[sel][:, None]
 
@@ -106,6 +108,15 @@ def link_features(link, phase, sel, wire, cores_share, working_set):
 # memory the ring's 256 KiB allreduce (blocks of 128 KiB) takes 2.7 times the 128 KiB one.
 # The threshold is the transport's constant (kShmEagerMaxBytes), not fitted.
 
+# Note [Small pages]
+# The host allocator (paddle/core/allocator.cc) asks for huge pages from 2 MiB. A rendezvous
+# message is read from the peer's buffer with process_vm_readv, which walks that buffer's pages:
+# at 2 ranks over shared memory an allreduce of 1 MiB took about as long as one of 2 MiB, and
+# with the threshold at 512 KiB in a trial build 512 KiB-1 MiB ran 1.7-2x faster
+# (docs/performance-notes.md, "Huge pages and process_vm_readv"). So a link with
+# huge_page_bytes > 0 (the allocator's constant, not fitted) costs each rendezvous byte of an
+# allreduce of fewer bytes small_page_us_per_byte more.
+
 # Note [Shared cores]
 # When a host's ranks outnumber its cores, the ranks busy in a step take turns on them: a step
 # costs max(1, busy / cores) times its time on a core of its own (processor sharing). Busy ranks
@@ -118,7 +129,7 @@ def link_features(link, phase, sel, wire, cores_share, working_set):
 # (tcp@3) fitted without it, so a file for tuning is fitted without it too.
 
 
-FEATURES = 7  # the columns of link_features, the length of LinkParams.vector()
+FEATURES = 8  # the columns of link_features, the length of LinkParams.vector()
 
 
 def evaluate(cluster, phases, with_features=False, working_set=0.0, cores=None):

@@ -18,12 +18,15 @@ import math
 import numpy as np
 
 from . import engine, schedules
-from .cost_model import LinkParams, ParamSet, PARAM_NAMES
+from .cost_model import LINEAR_NAMES, LinkParams, ParamSet, PARAM_NAMES
 
 _GUESS = LinkParams(20.0, 1.0, 1e-3, 1e-3)  # picks the critical flow; any positive values do
 
-# The transports' eager limits (Note [Eager and rendezvous] in engine.py): kShmEagerMaxBytes.
+# The transports' eager limits (Note [Eager and rendezvous] in engine.py): kShmEagerMaxBytes;
+# and where the pages read by rendezvous turn huge (Note [Small pages]): the host allocator's
+# kHugePage.
 EAGER_BYTES = {"shm": float(64 << 10)}
+HUGE_PAGE_BYTES = {"shm": float(2 << 20)}
 
 
 def row_link_and_algo(row, cores, tcp_link="tcp"):
@@ -51,14 +54,15 @@ def row_features(row, cores, tcp_link="tcp", share_cores=False):
     miss fraction (Note [Cache knee]). With share_cores, steps on more busy ranks than `cores`
     cost more (Note [Shared cores])."""
     link, algo = row_link_and_algo(row, cores, tcp_link)
-    guess = dataclasses.replace(_GUESS, eager_bytes=EAGER_BYTES.get(link, 0.0))
+    guess = dataclasses.replace(_GUESS, eager_bytes=EAGER_BYTES.get(link, 0.0),
+                                huge_page_bytes=HUGE_PAGE_BYTES.get(link, 0.0))
     cluster = engine.Cluster(1, row["nproc"], guess, guess, guess)
     if algo == "shm":
         phases = schedules.shm(row["nproc"], row["bytes"], engine.slot_bytes_for(row["nproc"],
                                                                                  cores))
     else:
         phases = schedules.flat_schedule(algo, row["nproc"], row["bytes"])
-    _, feats = engine.evaluate(cluster, phases, with_features=True,
+    _, feats = engine.evaluate(cluster, phases, with_features=True, working_set=row["bytes"],
                                cores=cores if share_cores else None)
     feats = feats.sum(axis=0)
     feats[4] = feats[2] + feats[3] + feats[6]
@@ -123,7 +127,7 @@ def _solve(f, y, known, robust):
 CACHE_KNEES = tuple(1 << k for k in range(18, 28))
 
 
-def fit_group(features, times, robust=True, gamma=None, sizes=None, eager=0.0):
+def fit_group(features, times, robust=True, gamma=None, sizes=None, eager=0.0, huge=0.0):
     """LinkParams and the relative errors; `gamma` (us per byte) fixes the reduction cost
     instead of fitting it (Note [Fixed gamma]). With `sizes` (each row's allreduce bytes) the
     memory term of Note [Cache knee] is fitted too, its knee the one of CACHE_KNEES with the
@@ -149,7 +153,8 @@ def fit_group(features, times, robust=True, gamma=None, sizes=None, eager=0.0):
     _, knee, x, errors = best
     if not knee:
         x[4] = 0.0
-    params = LinkParams(*[float(v) for v in x], cache_bytes=float(knee), eager_bytes=eager)
+    params = LinkParams(**{name: float(v) for name, v in zip(LINEAR_NAMES, x)},
+                        cache_bytes=float(knee), eager_bytes=eager, huge_page_bytes=huge)
     return params, errors
 
 
@@ -180,7 +185,8 @@ def fit(rows, cores, per_ranks=True, robust=True, gamma=None, tcp_link="tcp", kn
                              "to fit 4 parameters (sweep more sizes)")
         params, errors = fit_group([i[0] for i in items], [i[1] for i in items], robust, gamma,
                                    [i[3]["bytes"] for i in items] if knee else None,
-                                   EAGER_BYTES.get(key.split("@")[0], 0.0))
+                                   EAGER_BYTES.get(key.split("@")[0], 0.0),
+                                   HUGE_PAGE_BYTES.get(key.split("@")[0], 0.0))
         links[key] = params
         extra[key] = {"fit": error_summary(errors),
                       "algos": sorted({i[2] for i in items}),

@@ -29,17 +29,24 @@ double MissFraction(const LinkCost& link, double bytes) {
   return std::max(0.0, 1.0 - link.cache_bytes / std::max(bytes, 1.0));
 }
 
+// 1 when an allreduce of `bytes` has its buffers on small pages (cost_model.py small_pages).
+double SmallPages(const LinkCost& link, double bytes) {
+  return bytes > 0 && bytes < link.huge_page_bytes ? 1 : 0;
+}
+
 // One link and the allreduce it serves: each step's cost (engine.py link_features).
 struct Costing {
   const LinkCost& link;
-  double miss;  // MissFraction of the whole allreduce
+  double miss;         // MissFraction of the whole allreduce
+  double small_pages;  // SmallPages of the whole allreduce
 
   // One step run `repeat` times; every flow of a step on one host is alike, so the step lasts as
   // long as any one of them.
   double Step(double bytes, double reduce_bytes, double pieces, double repeat) const {
     const bool large = link.eager_bytes > 0 && bytes / std::max(pieces, 1.0) > link.eager_bytes;
     const double wire = large ? link.rendezvous_us * std::max(pieces, 1.0) +
-                                    link.rendezvous_beta_us_per_byte * bytes
+                                    link.rendezvous_beta_us_per_byte * bytes +
+                                    link.small_page_us_per_byte * small_pages * bytes
                               : link.beta_us_per_byte * bytes;
     return repeat * (link.alpha_us + link.overhead_us * std::max(pieces - 1, 0.0) + wire +
                      link.gamma_us_per_byte * reduce_bytes +
@@ -104,7 +111,8 @@ double HalvingDoubling(const Costing& c, int n, double bytes, double piece) {
 
 constexpr char kHeader[] = "paddle_tuning_params";
 constexpr int64_t kMaxBucketBytes = int64_t{1} << 30;
-// A link line has the first kRequiredFields values, or all of them.
+// A link line has the first kRequiredFields values, the first kKneeFields (files written before
+// Note [Small pages]), or all of them.
 constexpr const char* kFields[] = {"alpha_us",
                                    "overhead_us",
                                    "beta_us_per_byte",
@@ -113,9 +121,12 @@ constexpr const char* kFields[] = {"alpha_us",
                                    "rendezvous_us",
                                    "rendezvous_beta_us_per_byte",
                                    "cache_bytes",
-                                   "eager_bytes"};
+                                   "eager_bytes",
+                                   "small_page_us_per_byte",
+                                   "huge_page_bytes"};
 constexpr int kAllFields = sizeof(kFields) / sizeof(kFields[0]);
 constexpr int kRequiredFields = 4;
+constexpr int kKneeFields = 9;
 
 // "tcp", "shm@2": a transport name, optionally "@R" with R >= 1.
 bool ValidName(absl::string_view name) {
@@ -134,7 +145,7 @@ double PredictAllreduceUs(ModelAlgorithm algorithm, const LinkCost& link, int wo
                           double bytes, int64_t piece_bytes) {
   if (world_size <= 1 || bytes <= 0) return 0;
   const double piece = static_cast<double>(std::max<int64_t>(piece_bytes, 1));
-  const Costing c{link, MissFraction(link, bytes)};
+  const Costing c{link, MissFraction(link, bytes), SmallPages(link, bytes)};
   switch (algorithm) {
     case ModelAlgorithm::kTree:
       return Tree(c, world_size, bytes, piece);
@@ -213,11 +224,12 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
     }
     const std::string name(words[1]);
     const int count = static_cast<int>(words.size()) - 2;
-    if (count != kRequiredFields && count != kAllFields) {
+    if (count != kRequiredFields && count != kKneeFields && count != kAllFields) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, "link ", name, " has ", count, " values; expected ", kRequiredFields, " (",
-          absl::StrJoin(kFields, kFields + kRequiredFields, " "), ") or ", kAllFields, " (and ",
-          absl::StrJoin(kFields + kRequiredFields, kFields + kAllFields, " "), ")",
+          absl::StrJoin(kFields, kFields + kRequiredFields, " "), "), ", kKneeFields, " (and ",
+          absl::StrJoin(kFields + kRequiredFields, kFields + kKneeFields, " "), ") or ", kAllFields,
+          " (and ", absl::StrJoin(kFields + kKneeFields, kFields + kAllFields, " "), ")",
           count < kRequiredFields ? absl::StrCat("; ", kFields[count], " is missing") : ""));
     }
     double values[kAllFields] = {};
@@ -229,8 +241,8 @@ absl::StatusOr<TuningParams> TuningParams::Parse(absl::string_view text, const s
                                                        "\"; expected a finite number >= 0"));
       }
     }
-    const LinkCost link{values[0], values[1], values[2], values[3], values[4],
-                        values[5], values[6], values[7], values[8]};
+    const LinkCost link{values[0], values[1], values[2], values[3], values[4], values[5],
+                        values[6], values[7], values[8], values[9], values[10]};
     if (!params.links_.emplace(name, link).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, "link ", name, " appears twice"));
     }

@@ -8,8 +8,10 @@
 // "The model"): messages larger than eager_bytes cost rendezvous_us more each and their bytes
 // rendezvous_beta instead of beta (Note [Eager and rendezvous] in tools/simulator/engine.py), and
 // in an allreduce of N > cache_bytes bytes the share 1 - cache_bytes / N of the bytes moved and
-// reduced costs memory_us_per_byte more (Note [Cache knee]). PredictAllreduceUs sums the steps of
-// the ring, the tree (recursive doubling on piece-sized segments) and halving-doubling (segments
+// reduced costs memory_us_per_byte more (Note [Cache knee]); in an allreduce of fewer than
+// huge_page_bytes bytes each rendezvous byte costs small_page_us_per_byte more (Note [Small
+// pages]: the host allocator's buffers are on 4 KiB pages there). PredictAllreduceUs sums the steps
+// of the ring, the tree (recursive doubling on piece-sized segments) and halving-doubling (segments
 // of p2 pieces), each folded when n is not a power of two, exactly as
 // tools/simulator/schedules.py lays them out; tests/tools/tuning_agreement_test.py checks that
 // both pick the same algorithm at every size of the fixture's sweep.
@@ -18,7 +20,8 @@
 //
 //   paddle_tuning_params 1
 //   # link NAME alpha_us overhead_us beta_us_per_byte gamma_us_per_byte [memory_us_per_byte
-//   #   rendezvous_us rendezvous_beta_us_per_byte cache_bytes eager_bytes]
+//   #   rendezvous_us rendezvous_beta_us_per_byte cache_bytes eager_bytes
+//   #   [small_page_us_per_byte huge_page_bytes]]
 //   link tcp@2 182.5 197.1 0.00061 0.00008
 //
 // NAME is a transport ("tcp", "shm", "ucx"), optionally with "@R": fitted with R ranks per host.
@@ -55,6 +58,8 @@ struct LinkCost {
   double rendezvous_beta_us_per_byte = 0;
   double cache_bytes = 0;  // 0: no knee
   double eager_bytes = 0;  // 0: every message eager
+  double small_page_us_per_byte = 0;
+  double huge_page_bytes = 0;  // 0: no small-page term
 };
 
 // The algorithms the model compares, in the order ties are broken (the first one wins).

@@ -92,6 +92,28 @@ TEST(AllreduceCostModelTest, RendezvousAndCacheKneeTerms) {
                        knee.memory_us_per_byte * 0.75 * moved_and_reduced);
 }
 
+TEST(AllreduceCostModelTest, SmallPagesCostRendezvousBytesBelowTheHugePageSize) {
+  // Note [Small pages]: in an allreduce under huge_page_bytes each rendezvous byte costs
+  // small_page_us more; eager bytes and larger allreduces do not.
+  LinkCost link = kLink;
+  link.eager_bytes = 64 << 10;
+  link.rendezvous_us = 7;
+  link.rendezvous_beta_us_per_byte = 0.0002;
+  LinkCost paged = link;
+  paged.small_page_us_per_byte = 0.0001;
+  paged.huge_page_bytes = 2 << 20;
+  const double one_mib = 1 << 20;
+  // 2-rank tree: 4 segments of 256 KiB, each one rendezvous message.
+  EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kTree, paged, 2, one_mib, kPiece),
+                   PredictAllreduceUs(ModelAlgorithm::kTree, link, 2, one_mib, kPiece) +
+                       paged.small_page_us_per_byte * one_mib);
+  for (double bytes : {double{32 << 10}, double{2 << 20}, double{8 << 20}}) {
+    EXPECT_DOUBLE_EQ(PredictAllreduceUs(ModelAlgorithm::kRing, paged, 2, bytes, kPiece),
+                     PredictAllreduceUs(ModelAlgorithm::kRing, link, 2, bytes, kPiece))
+        << bytes;
+  }
+}
+
 TEST(AllreduceCostModelTest, ChoiceIsTheFastestAndTiesGoToTheTree) {
   // All latency: the tree on one segment (fewest rounds), the ring on many (its 2(n-1) steps
   // carry any number of pieces); all bandwidth with a slow reduction: not the tree.
@@ -137,6 +159,16 @@ TEST(TuningParamsTest, ParsesAndFindsAsTheSimulatorDoes) {
   EXPECT_EQ(shm->rendezvous_beta_us_per_byte, 7);
   EXPECT_EQ(shm->cache_bytes, 8);
   EXPECT_EQ(shm->eager_bytes, 65536);
+  EXPECT_EQ(shm->huge_page_bytes, 0);  // nine values: no small-page term
+
+  // Eleven: the small-page term of Note [Small pages] as well.
+  params = TuningParams::Parse(
+      "paddle_tuning_params 1\nlink shm 1 2 3 4 5 6 7 8 65536 0.5 2097152\n", "e");
+  ASSERT_TRUE(params.ok()) << params.status();
+  shm = params->Find("shm", 2, &name);
+  EXPECT_EQ(shm->eager_bytes, 65536);
+  EXPECT_EQ(shm->small_page_us_per_byte, 0.5);
+  EXPECT_EQ(shm->huge_page_bytes, 2097152);
 
   // A bucket line alone is a whole file (tools/simulate step --emit writes one).
   params = TuningParams::Parse("paddle_tuning_params 1\nbucket 1048576 8388608 # best\n", "b");
@@ -165,6 +197,9 @@ TEST(TuningParamsTest, MalformedFilesNameTheFileLineAndField) {
       {"paddle_tuning_params 1\nlink tcp 1 2 3\n", "; gamma_us_per_byte is missing"},
       {"paddle_tuning_params 1\nlink tcp 1 2 3 4 5\n", "link tcp has 5 values; expected 4"},
       {"paddle_tuning_params 1\nlink shm 1 2 3 4 5 6 7 8 -9\n", "eager_bytes is \"-9\""},
+      {"paddle_tuning_params 1\nlink shm 1 2 3 4 5 6 7 8 9 10\n",
+       "has 10 values; expected 4 (alpha_us overhead_us beta_us_per_byte gamma_us_per_byte), 9"},
+      {"paddle_tuning_params 1\nlink shm 1 2 3 4 5 6 7 8 9 10 -11\n", "huge_page_bytes is \"-11\""},
       {"paddle_tuning_params 1\n\nlink tcp 1 2 fast 4\n",
        "bad.tuning:3: link tcp: beta_us_per_byte is \"fast\""},
       {"paddle_tuning_params 1\nlink tcp -1 2 3 4\n", "alpha_us is \"-1\"; expected a finite"},

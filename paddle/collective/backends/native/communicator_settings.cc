@@ -105,14 +105,16 @@ std::string ModelTransport(const Settings& settings, int world_size, int local_s
 }
 
 // "model=none" or "model=tcp@2:ALPHA,OVERHEAD,BETA,GAMMA,MEMORY,RENDEZVOUS,RENDEZVOUS_BETA,
-// CACHE_BYTES,EAGER_BYTES" (exact doubles, LinkCost's fields in order), as rank 0 publishes.
+// CACHE_BYTES,EAGER_BYTES,SMALL_PAGE,HUGE_PAGE_BYTES" (exact doubles, LinkCost's fields in order),
+// as rank 0 publishes.
 std::string DescribeModel(const AlgorithmSelector& selector) {
   if (!selector.tuned().has_value()) return "model=none";
   const LinkCost& l = selector.tuned()->link;
-  return absl::StrFormat("model=%s:%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
-                         selector.tuned()->entry, l.alpha_us, l.overhead_us, l.beta_us_per_byte,
-                         l.gamma_us_per_byte, l.memory_us_per_byte, l.rendezvous_us,
-                         l.rendezvous_beta_us_per_byte, l.cache_bytes, l.eager_bytes);
+  return absl::StrFormat(
+      "model=%s:%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g",
+      selector.tuned()->entry, l.alpha_us, l.overhead_us, l.beta_us_per_byte, l.gamma_us_per_byte,
+      l.memory_us_per_byte, l.rendezvous_us, l.rendezvous_beta_us_per_byte, l.cache_bytes,
+      l.eager_bytes, l.small_page_us_per_byte, l.huge_page_bytes);
 }
 
 // The inverse of DescribeModel; false when `text` is neither form.
@@ -125,10 +127,11 @@ bool ParseModel(const std::string& text, size_t piece_bytes, AllreduceTable tabl
   char entry[64] = {0};
   TunedAllreduce tuned;
   LinkCost& l = tuned.link;
-  if (std::sscanf(text.c_str(), "model=%63[^:]:%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", entry,
+  if (std::sscanf(text.c_str(), "model=%63[^:]:%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", entry,
                   &l.alpha_us, &l.overhead_us, &l.beta_us_per_byte, &l.gamma_us_per_byte,
                   &l.memory_us_per_byte, &l.rendezvous_us, &l.rendezvous_beta_us_per_byte,
-                  &l.cache_bytes, &l.eager_bytes) != 10) {
+                  &l.cache_bytes, &l.eager_bytes, &l.small_page_us_per_byte,
+                  &l.huge_page_bytes) != 12) {
     return false;
   }
   tuned.entry = entry;
