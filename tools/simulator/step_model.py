@@ -24,7 +24,7 @@ communication is left after its last launch. A timeline's profile is therefore t
 rank's, step by step (pace="slowest"): for each step, the rank whose data + forward + backward
 compute + optimizer is longest, and the medians over those. pace="median" takes the median over
 every rank's steps instead, which leaves out the time the others wait for it: on 4 workers
-sharing 2 cores that wait was 17% of the epoch. A synthetic profile has no ranks and no
+sharing 2 cores that wait was 11-17% of the epoch. A synthetic profile has no ranks and no
 stragglers.
 """
 import dataclasses
