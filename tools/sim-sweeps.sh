@@ -116,7 +116,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
         ran=$((ran + 1))
         if ((rc != 0)); then
           failed=$((failed + 1))
-          echo "-- r$round $name: FAILED (exit $rc) after $(($(date +%s) - t0))s; its log:"
+          why="exit $rc"
+          ((rc == 124 || rc == 137)) && why="no result within the sweep's 120s limit"
+          echo "-- r$round $name: FAILED ($why) after $(($(date +%s) - t0))s; its log:"
           tail -n 5 "$log" | sed 's/^/   /'
         else
           echo "-- r$round $name: ok, $(($(date +%s) - t0))s"
