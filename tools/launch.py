@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The launcher's entry point for `bazel run //tools:launch -- [options] PROGRAM [args]` and for
 the installed `paddlerun` command (tools/install-paddlerun). The logic lives in tools/paddlerun/;
 `paddlerun --help` documents every option and the workers' environment."""

@@ -95,6 +95,16 @@ class OptionsTest(unittest.TestCase):
                      "--token-file", "--no-auth", "PADDLE_STORE_TOKEN"]:
             self.assertIn(word, text)
 
+    def test_launch_py_runs_as_a_program(self):
+        # The docs run `tools/launch.py --nproc=2 ...` from a checkout.
+        launch = os.path.join(TOOLS, "launch.py")
+        with open(launch) as f:
+            self.assertEqual(f.readline().rstrip("\n"), "#!/usr/bin/python3")
+        self.assertTrue(os.access(launch, os.X_OK), f"{launch} is not executable")
+        r = subprocess.run([launch, "--help"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--nproc", r.stdout)
+
     def test_worker_env(self):
         env = options.worker_env({"KEEP": "1", "RANK": "old"}, rank=5, local_rank=1,
                                  world_size=8, local_world_size=4, group_rank=1,
