@@ -1,7 +1,7 @@
-"""Unit tests of the launcher library (tools/paddlerun) and the k8s manifest writer (tools/k8s):
-option parsing and its errors, the job token, the workers' environment, label resolution, the
-stores (and the tcp store against hostile clients over real sockets), the node rendezvous (ranks,
-master, disagreements, timeouts) and the manifests' consistency."""
+"""Unit tests of the launcher library (tools/paddlerun) and the k8s manifest writer
+(tools/k8s_manifest): option parsing and its errors, the job token, the workers' environment, label
+resolution, the stores (and the tcp store against hostile clients over real sockets), the node
+rendezvous (ranks, master, disagreements, timeouts) and the manifests' consistency."""
 import hashlib
 import hmac
 import json
@@ -21,7 +21,7 @@ import unittest
 TOOLS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "tools")
 sys.path.insert(0, TOOLS)
 
-import k8s  # noqa: E402
+import k8s_manifest as k8s  # noqa: E402
 from paddlerun import kvstore, logs, main, options, rendezvous  # noqa: E402
 
 # paddlerun in a process of its own, from this tree's tools/: PADDLERUN + [launcher flags...].
@@ -474,7 +474,7 @@ class HostileClientTest(unittest.TestCase):
 
 class StoreServerTest(unittest.TestCase):
     """tools/paddle_store_server: tied to its launcher's stdin, or (--until-signal, a store on a
-    machine of its own: tools/k8s) serving until SIGTERM whatever its stdin does."""
+    machine of its own: tools/k8s_manifest) serving until SIGTERM whatever its stdin does."""
 
     BINARY = os.path.join(os.environ.get("TEST_SRCDIR", ""), "paddle", "tools",
                           "paddle_store_server")

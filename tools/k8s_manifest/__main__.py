@@ -1,16 +1,17 @@
-"""CLI: python3 -m k8s (PYTHONPATH=tools) or `bazel run //tools:k8s -- ...`; writes the manifests
-of tools/k8s/__init__.py to stdout."""
+"""CLI: `bazel run //tools:k8s -- ...` or python3 -m k8s_manifest (PYTHONPATH=tools); writes the
+manifests of tools/k8s_manifest/__init__.py to stdout. (The package is not named k8s: Bazel would
+make the py_binary //tools:k8s and a folder tools/k8s/ the same runfiles path.)"""
 import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
-import k8s  # noqa: E402
+import k8s_manifest  # noqa: E402
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(prog="k8s", description=k8s.__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="k8s", description=k8s_manifest.__doc__.split("\n\n")[0])
     ap.add_argument("--name", required=True, help="job name (DNS label)")
     ap.add_argument("--image", required=True, help="container image with paddlerun installed")
     ap.add_argument("--nnodes", default="1", help="pods: N, or MIN:MAX (adds etcd)")
@@ -26,11 +27,11 @@ def main(argv):
     ap.add_argument("args", nargs=argparse.REMAINDER)
     o = ap.parse_args(argv)
     try:
-        objs = k8s.manifests(o.name, o.image, o.nnodes, o.nproc, o.program, o.args,
+        objs = k8s_manifest.manifests(o.name, o.image, o.nnodes, o.nproc, o.program, o.args,
                              o.max_restarts, o.cpu, o.memory, o.min_nproc)
     except ValueError as e:
         ap.error(str(e))
-    sys.stdout.write(k8s.to_yaml(objs))
+    sys.stdout.write(k8s_manifest.to_yaml(objs))
     return 0
 
 

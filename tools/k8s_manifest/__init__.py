@@ -16,7 +16,7 @@ podFailurePolicy ignores pods that failed because they were disrupted (preemptio
 a drained node: condition DisruptionTarget), which then do not count against that limit at all.
 Static jobs keep backoffLimit 0: one lost pod ends them, as a lost rank ends an MPI job.
 
-    python3 -m k8s --name=fmnist --image=registry/paddle:1 --nnodes=4 --nproc=8 \\
+    bazel run //tools:k8s -- --name=fmnist --image=registry/paddle:1 --nnodes=4 --nproc=8 \\
         -- //examples:fashion_mnist --model=cnn > job.yaml; kubectl apply -f job.yaml
 
 manifests() returns the objects as dicts (what the tests check); to_yaml() prints them.
