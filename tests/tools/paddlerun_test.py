@@ -66,8 +66,12 @@ class OptionsTest(unittest.TestCase):
             ("--rdzv-id=a/b", "p"): "--rdzv-id",
             ("--rdzv-id=..", "p"): "not '.' or '..' alone",
             ("--rdzv-backend=etcd", "p"): "needs --rdzv-endpoint",
-            ("--no-such-option", "p"): "unrecognized arguments",
-            (): "required: program",
+            ("--no-such-option", "p"): "--no-such-option is not an option of paddlerun",
+            ("--nprocs=2", "p"): "--nprocs=2 is not an option of paddlerun; did you mean --nproc?",
+            ("--nproc=x", "p"): "--nproc is 'x'; expected a whole number",
+            ("--grace-s=soon", "p"): "--grace-s is 'soon'; expected a number",
+            ("--rdzv-backend=x", "p"): "--rdzv-backend: invalid choice: 'x' (choose from",
+            (): "no program given: write paddlerun [options] PROGRAM",
             ("--rdzv-timeout=nan", "p"): "--rdzv-timeout is nan",
             ("--rdzv-timeout=inf", "p"): "--rdzv-timeout is inf",
             ("--rdzv-timeout=-1", "p"): "--rdzv-timeout is -1",
@@ -209,8 +213,47 @@ class JobTokenTest(unittest.TestCase):
             finally:
                 if saved is not None:
                     os.environ["RUNFILES_DIR"] = saved
-        self.assertEqual(options.resolve_program("a.py", "x"), ["/usr/bin/python3", "a.py"])
-        self.assertEqual(options.resolve_program("./prog", "x"), ["./prog"])
+        with tempfile.TemporaryDirectory() as d:
+            for name, mode in (("a.py", 0o644), ("prog", 0o755), ("data", 0o644)):
+                with open(os.path.join(d, name), "w") as f:
+                    f.write("#!/bin/sh\n")
+                os.chmod(os.path.join(d, name), mode)
+            resolve = lambda program: options.resolve_program(program, "x", d)  # noqa: E731
+            self.assertEqual(resolve("a.py"), ["/usr/bin/python3", "a.py"])
+            self.assertEqual(resolve("./prog"), ["./prog"])
+            self.assertEqual(resolve("sh"), ["sh"])  # on PATH
+            cases = {  # program -> what the one-line usage error says
+                "fashion_mnist": "fashion_mnist is neither a Bazel label (//pkg:name), a file nor "
+                                 "a program on PATH; did you mean //examples:fashion_mnist?",
+                "fashion_mnist.py": "no such Python file (in " + d + "); did you mean "
+                                    "//examples:fashion_mnist?",
+                "store_allreduc": "did you mean //examples:store_allreduce?",
+                "prog": "for the file in " + d + " write ./prog",
+                "no_such_program_here": "give a label, a path (./prog) or a command on PATH",
+                "./missing": "./missing: no such file (in " + d + ")",
+                "./data": "./data is not executable",
+            }
+            for program, needle in cases.items():
+                with self.assertRaises(options.UsageError, msg=program) as cm:
+                    resolve(program)
+                self.assertIn(needle, str(cm.exception), program)
+                self.assertNotIn("\n", str(cm.exception))
+
+    def test_a_program_that_is_not_found_is_a_usage_error(self):
+        # What the README once wrote: exit status 2 and one line, before anything is started.
+        r = subprocess.run(PADDLERUN + ["--nproc=2", "fashion_mnist", "--elastic"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.splitlines(), [
+            "paddlerun: error: fashion_mnist is neither a Bazel label (//pkg:name), a file nor a "
+            "program on PATH; did you mean //examples:fashion_mnist?"])
+
+    def test_launch_labels_are_the_data_of_launch(self):
+        with open(os.path.join(TOOLS, "BUILD.bazel")) as f:
+            build = f.read()
+        launch = re.search(r'py_binary\(\s*name = "launch",.*?data = \[(.*?)\]', build, re.S)
+        data = set(re.findall(r'"(//[^"]+)"', launch.group(1)))
+        self.assertEqual(set(options.LAUNCH_LABELS), data)
 
 
 class StoreTest(unittest.TestCase):

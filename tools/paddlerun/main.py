@@ -84,15 +84,14 @@ def main(argv=None, script=None):
         sys.stderr.write(f"paddlerun: {message}\n")
         sys.stderr.flush()
 
+    cwd = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
     try:
         opts = options.parse(argv)
         token = options.job_token(opts, os.environ)
-        command = options.resolve_program(opts.program, script) + opts.args
+        command = options.resolve_program(opts.program, script, cwd) + opts.args
     except options.UsageError as e:
         say(f"error: {e}")
-        say("see paddlerun --help")
         return 2
-    cwd = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
     if opts.min_nproc:  # Note [Elastic launcher]
         code = elastic.ElasticAgent(opts, command, cwd, token, script, sys.stderr).run()
         say(f"exit status {code} after {time.monotonic() - t0:.2f} s")

@@ -15,10 +15,12 @@ authentication turned off with --no-auth. The token is never a command-line argu
 user of a machine can read those (ps).
 """
 import argparse
+import difflib
 import math
 import os
 import re
 import secrets
+import shutil
 import socket
 import uuid
 
@@ -64,6 +66,10 @@ exit status: 0 when every worker of every node succeeded; else the failed worker
 (128+N for signal N) on its node, 1 on the other nodes, 2 for a usage error, 3 for a rendezvous
 error (unreachable endpoint, port in use, nodes that disagree or never arrive)."""
 
+
+# The labels the launcher runs by name: the data of //tools:launch (tools/BUILD.bazel; a test keeps
+# them equal). A program name that is not found is matched against them ("did you mean ...?").
+LAUNCH_LABELS = ("//examples:fashion_mnist", "//examples:store_allreduce")
 
 MAX_SECONDS = 1e6  # the longest timeout an option takes (11.6 days); sockets reject far longer
 TOKEN_ENV = "PADDLE_STORE_TOKEN"
@@ -188,12 +194,32 @@ def build_parser():
     return ap
 
 
+def _argparse_message(ap, message):
+    """argparse's words for a bad command line -> ours: the option as written, what to write."""
+    m = re.fullmatch(r"unrecognized arguments: (\S+).*", message)
+    if m:
+        word = m.group(1).split("=", 1)[0]
+        known = [o for a in ap._actions for o in a.option_strings]
+        close = difflib.get_close_matches(word, known, n=1)
+        hint = f"did you mean {close[0]}?" if close else "paddlerun --help lists the options"
+        return (f"{m.group(1)} is not an option of paddlerun; {hint} (the launcher's options "
+                "come before the program, the program's after it)")
+    if message.startswith("the following arguments are required"):
+        return ("no program given: write paddlerun [options] PROGRAM [args...], e.g. "
+                "paddlerun --nproc=2 //examples:fashion_mnist")
+    m = re.fullmatch(r"argument ([^/:]+)\S*: invalid (int|float) value: (.*)", message)
+    if m:
+        kind = "a whole number" if m.group(2) == "int" else "a number"
+        return f"{m.group(1)} is {m.group(3)}; expected {kind}, e.g. {m.group(1)}=2"
+    return re.sub(r"^argument ([^/:]+)\S*:", r"\1:", message)
+
+
 def parse(argv):
     """Parses argv (without the program name); raises UsageError."""
     ap = build_parser()
 
     def error(message):
-        raise UsageError(message)
+        raise UsageError(_argparse_message(ap, message))
 
     ap.error = error
     opts = ap.parse_args(argv)
@@ -357,14 +383,46 @@ def workspace_dirs(script):
     return dirs
 
 
-def resolve_program(program, script):
-    """The command for `program`: a label's binary, python3 for a .py file, else as given.
+def _did_you_mean(program):
+    """' did you mean //pkg:name?' for a known label named like `program`, else ''."""
+    stem = os.path.basename(program)
+    stem = stem[:-3] if stem.endswith(".py") else stem
+    names = {label.rsplit(":", 1)[-1]: label for label in LAUNCH_LABELS}
+    close = difflib.get_close_matches(stem, list(names), n=1, cutoff=0.8)
+    return f"; did you mean {names[close[0]]}?" if close else ""
 
-    Raises UsageError naming where a label was looked for."""
-    if not program.startswith("//"):
-        if program.endswith(".py"):
+
+def _resolve_file(program, cwd):
+    """The command for a program that is not a label; raises UsageError naming what to write."""
+    path = os.path.join(cwd, program)
+    if program.endswith(".py"):
+        if os.path.isfile(path):
             return ["/usr/bin/python3", program]
+        raise UsageError(f"{program}: no such Python file (in {cwd}){_did_you_mean(program)}")
+    if "/" in program:
+        if not os.path.isfile(path):
+            raise UsageError(f"{program}: no such file (in {cwd}){_did_you_mean(program)}")
+        if not os.access(path, os.X_OK):
+            raise UsageError(f"{program} is not executable: chmod +x it, or name its "
+                             f"interpreter first (e.g. /bin/sh {program})")
         return [program]
+    if shutil.which(program):
+        return [program]
+    hint = _did_you_mean(program)
+    if not hint and os.path.isfile(path):
+        hint = f"; for the file in {cwd} write ./{program}"
+    raise UsageError(f"{program} is neither a Bazel label (//pkg:name), a file nor a program on "
+                     f"PATH{hint or '; give a label, a path (./prog) or a command on PATH'}")
+
+
+def resolve_program(program, script, cwd=None):
+    """The command for `program`: a label's binary, python3 for a .py file, else as given.
+    Paths are relative to `cwd` (the workers' folder; default: this process's).
+
+    Raises UsageError naming where a label was looked for, or what to write instead of a
+    program that is neither a label, a file nor on PATH."""
+    if not program.startswith("//"):
+        return _resolve_file(program, cwd or os.getcwd())
     package, _, name = program[2:].partition(":")
     name = name or package.rsplit("/", 1)[-1]
     tried = []
