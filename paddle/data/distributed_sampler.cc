@@ -1,5 +1,6 @@
 #include "paddle/data/distributed_sampler.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -24,7 +25,8 @@ int64_t UniformBelow(Philox& rng, int64_t bound) {
 
 absl::StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_size, int rank,
                                                               int world_size, uint64_t seed,
-                                                              bool shuffle, bool drop_last) {
+                                                              bool shuffle, bool drop_last,
+                                                              int64_t global_batch) {
   if (world_size <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("DistributedSampler: world_size ", world_size, " must be positive"));
@@ -37,7 +39,14 @@ absl::StatusOr<DistributedSampler> DistributedSampler::Create(int64_t dataset_si
     return absl::InvalidArgumentError(
         absl::StrCat("DistributedSampler: dataset_size ", dataset_size, " is negative"));
   }
-  return DistributedSampler(dataset_size, rank, world_size, seed, shuffle, drop_last);
+  if (global_batch < 0 || (global_batch > 0 && global_batch < world_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedSampler: global_batch ", global_batch,
+        global_batch < 0 ? " is negative"
+                         : absl::StrCat(" is smaller than world_size ", world_size,
+                                        ": some ranks would read no sample in a step")));
+  }
+  return DistributedSampler(dataset_size, rank, world_size, seed, shuffle, drop_last, global_batch);
 }
 
 void DistributedSampler::SetEpoch(int64_t epoch) {
@@ -58,8 +67,22 @@ absl::Status DistributedSampler::Restore(const State& state) {
   return absl::OkStatus();
 }
 
+int64_t DistributedSampler::TotalSize() const {
+  if (global_batch_ == 0 || global_batch_ % world_size_ == 0) {
+    const int64_t per_rank =
+        drop_last_ ? dataset_size_ / world_size_ : (dataset_size_ + world_size_ - 1) / world_size_;
+    return per_rank * world_size_;
+  }
+  // Note [Uneven shares]: only a last step shorter than the world is padded or cut.
+  const int64_t tail = dataset_size_ % global_batch_;
+  if (tail == 0 || tail >= world_size_) return dataset_size_;
+  return drop_last_ ? dataset_size_ - tail : dataset_size_ + world_size_ - tail;
+}
+
 int64_t DistributedSampler::NumSamples() const {
-  return drop_last_ ? dataset_size_ / world_size_ : (dataset_size_ + world_size_ - 1) / world_size_;
+  const int64_t total = TotalSize();
+  if (global_batch_ == 0) return total / world_size_;
+  return total / global_batch_ * Share(global_batch_) + Share(total % global_batch_);
 }
 
 std::vector<int64_t> DistributedSampler::Indices() const {
@@ -77,10 +100,22 @@ std::vector<int64_t> DistributedSampler::Indices() const {
   for (int64_t k = dataset_size_; k < total; ++k) order.push_back(order[k % dataset_size_]);
   order.resize(total);
 
+  // Steps of the global batch (one step of the whole list without one): this rank's positions in
+  // each, in order, after the first state_.offset of them.
   std::vector<int64_t> mine;
   mine.reserve(NumSamples() - state_.offset);
-  for (int64_t i = state_.offset; i < NumSamples(); ++i)
-    mine.push_back(order[i * world_size_ + rank_]);
+  const int64_t step = global_batch_ > 0 ? global_batch_ : std::max<int64_t>(total, 1);
+  int64_t skip = state_.offset;
+  for (int64_t base = 0; base < total; base += step) {
+    const int64_t end = std::min(base + step, total);
+    for (int64_t p = base + rank_; p < end; p += world_size_) {
+      if (skip > 0) {
+        --skip;
+      } else {
+        mine.push_back(order[p]);
+      }
+    }
+  }
   return mine;
 }
 

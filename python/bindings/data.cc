@@ -90,16 +90,22 @@ void BindDataSets(py::module_& d) {
 
   py::class_<DistributedSampler>(d, "DistributedSampler")
       .def(py::init([](int64_t size, int rank, int world, uint64_t seed, bool shuffle,
-                       bool drop_last) {
-             return Unwrap(DistributedSampler::Create(size, rank, world, seed, shuffle, drop_last));
+                       bool drop_last, int64_t global_batch) {
+             return Unwrap(DistributedSampler::Create(size, rank, world, seed, shuffle, drop_last,
+                                                      global_batch));
            }),
            py::arg("dataset_size"), py::arg("rank") = 0, py::arg("world_size") = 1,
-           py::arg("seed") = 0, py::arg("shuffle") = true, py::arg("drop_last") = false)
+           py::arg("seed") = 0, py::arg("shuffle") = true, py::arg("drop_last") = false,
+           py::arg("global_batch") = 0,
+           "global_batch > 0: every step reads that many samples over the ranks, shared out "
+           "unevenly when world_size does not divide it (local_batch is this rank's share).")
       .def("set_epoch", &DistributedSampler::SetEpoch, py::arg("epoch"))
       .def("indices", &DistributedSampler::Indices)
       .def("__iter__", [](const DistributedSampler& s) { return py::iter(py::cast(s.Indices())); })
       .def("__len__", &DistributedSampler::NumSamples)
       .def_property_readonly("num_samples", &DistributedSampler::NumSamples)
+      .def_property_readonly("local_batch", &DistributedSampler::LocalBatch)
+      .def_property_readonly("total_size", &DistributedSampler::TotalSize)
       .def_property_readonly("rank", &DistributedSampler::rank)
       .def_property_readonly("world_size", &DistributedSampler::world_size);
 

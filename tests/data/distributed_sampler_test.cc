@@ -194,6 +194,87 @@ TEST(DistributedSamplerTest, RestoreRejectsStatesOutsideTheEpoch) {
   EXPECT_EQ(s.state(), (DistributedSampler::State{0, 0}));
 }
 
+// Note [Uneven shares]: with a global batch B, each step covers the next B positions of the
+// permutation, rank r taking those j with j % world == r, and every rank runs the same number of
+// steps of its LocalBatch() (the last one shorter).
+class GlobalBatchTest : public ::testing::TestWithParam<std::tuple<int64_t, int, int64_t, bool>> {};
+
+TEST_P(GlobalBatchTest, StepsCoverConsecutivePositionsSharedByRank) {
+  const auto [size, world, batch, drop_last] = GetParam();
+  std::vector<DistributedSampler> ranks;
+  std::vector<std::vector<int64_t>> lists;
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<DistributedSampler> s =
+        DistributedSampler::Create(size, r, world, 7, true, drop_last, batch);
+    ASSERT_TRUE(s.ok()) << s.status();
+    s->SetEpoch(2);
+    lists.push_back(s->Indices());
+    ASSERT_EQ(static_cast<int64_t>(lists.back().size()), s->NumSamples());
+    EXPECT_EQ(s->LocalBatch(), batch / world + (r < batch % world ? 1 : 0));
+    ranks.push_back(*std::move(s));
+  }
+  const int64_t total = ranks[0].TotalSize();
+  int64_t sum = 0;
+  for (const DistributedSampler& s : ranks) sum += s.NumSamples();
+  ASSERT_EQ(sum, total);
+  // The steps, rebuilt from the ranks' lists cut into LocalBatch()-sized batches.
+  std::vector<int64_t> steps_per_rank;
+  for (int r = 0; r < world; ++r) {
+    const int64_t b = ranks[r].LocalBatch();
+    steps_per_rank.push_back((ranks[r].NumSamples() + b - 1) / b);
+  }
+  for (int r = 1; r < world; ++r) EXPECT_EQ(steps_per_rank[r], steps_per_rank[0]) << "rank " << r;
+  const std::vector<int64_t> perm = SingleProcessOrder(size, 2);
+  std::vector<size_t> next(world, 0);
+  for (int64_t base = 0; base < total; base += batch) {
+    for (int64_t p = base; p < std::min(base + batch, total); ++p) {
+      const int r = static_cast<int>((p - base) % world);
+      ASSERT_LT(next[r], lists[r].size());
+      ASSERT_EQ(lists[r][next[r]++], perm[p % size]) << "position " << p;
+    }
+  }
+  // Without drop_last every sample is read; with it none twice.
+  std::map<int64_t, int> seen;
+  for (const auto& l : lists)
+    for (int64_t i : l) ++seen[i];
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), drop_last ? total : size);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GlobalBatchTest,
+                         ::testing::Values(std::make_tuple(int64_t{60000}, 3, int64_t{128}, false),
+                                           std::make_tuple(int64_t{60000}, 5, int64_t{128}, false),
+                                           std::make_tuple(int64_t{1000}, 7, int64_t{64}, false),
+                                           std::make_tuple(int64_t{1000}, 7, int64_t{64}, true),
+                                           std::make_tuple(int64_t{130}, 5, int64_t{128},
+                                                           false),  // tail 2 < 5
+                                           std::make_tuple(int64_t{130}, 5, int64_t{128}, true),
+                                           std::make_tuple(int64_t{10}, 4, int64_t{4}, false),
+                                           std::make_tuple(int64_t{100}, 1, int64_t{32}, false)));
+
+TEST(DistributedSamplerTest, GlobalBatchAWorldDividesKeepsTheStridedOrder) {
+  for (int world : {1, 2, 4}) {
+    for (int r = 0; r < world; ++r) {
+      absl::StatusOr<DistributedSampler> with =
+          DistributedSampler::Create(1001, r, world, 3, true, false, 128);
+      ASSERT_TRUE(with.ok());
+      DistributedSampler without = Make(1001, r, world, 3);
+      with->SetEpoch(1);
+      without.SetEpoch(1);
+      EXPECT_EQ(with->Indices(), without.Indices()) << "rank " << r << " of " << world;
+      ASSERT_TRUE(with->Restore({1, 64}).ok());
+      ASSERT_TRUE(without.Restore({1, 64}).ok());
+      EXPECT_EQ(with->Indices(), without.Indices());
+    }
+  }
+  absl::StatusOr<DistributedSampler> bad = DistributedSampler::Create(10, 0, 1, 1, true, false, -2);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("global_batch -2"));
+  bad = DistributedSampler::Create(10, 0, 4, 1, true, false, 3);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              AllOf(HasSubstr("global_batch 3"), HasSubstr("world_size 4")));
+}
+
 }  // namespace
 }  // namespace data
 }  // namespace paddle
