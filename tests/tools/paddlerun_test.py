@@ -99,6 +99,22 @@ class OptionsTest(unittest.TestCase):
                      "--token-file", "--no-auth", "PADDLE_STORE_TOKEN"]:
             self.assertIn(word, text)
 
+    def test_help_lists_every_option_the_parser_accepts(self):
+        ap = options.build_parser()
+        accepted = {o for a in ap._actions for o in a.option_strings}
+        self.assertTrue({"--min-nproc", "--exit-timeout", "--token-file", "--no-auth"} <= accepted)
+        # The user's `paddlerun --help`, on a narrow terminal: no option name split by a wrap.
+        r = subprocess.run(PADDLERUN + ["--help"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, COLUMNS="50"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listed = set(re.findall(r"(?<![\w-])-{1,2}[A-Za-z][\w-]*", r.stdout))
+        self.assertEqual(accepted - listed, set())
+        self.assertNotRegex(r.stdout, r"-\w+-\n")  # a name wrapped at its hyphen
+        # And every option an option's help mentions is one the parser accepts.
+        mentioned = {o for a in ap._actions if a.help
+                     for o in re.findall(r"(?<![\w-])--[a-z][\w-]*\w(?![\w*-])", a.help)}  # not --rdzv-*
+        self.assertEqual(mentioned - accepted, set())
+
     def test_launch_py_runs_as_a_program(self):
         # The docs run `tools/launch.py --nproc=2 ...` from a checkout.
         launch = os.path.join(TOOLS, "launch.py")

@@ -22,6 +22,7 @@ import re
 import secrets
 import shutil
 import socket
+import textwrap
 import uuid
 
 USAGE = "paddlerun [options] TARGET_OR_PROGRAM [args...]"
@@ -116,10 +117,20 @@ def parse_ranks_filter(text):
     return ranks
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps an option's help between words only, so `--rdzv-endpoint` is never split over two
+    lines and `paddlerun --help | grep -- --NAME` finds every mention."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def build_parser():
+    """The launcher's options: this is their one table; --help is generated from it (and a test
+    checks that it lists every option string the parser accepts)."""
     ap = argparse.ArgumentParser(
         prog="paddlerun", usage=USAGE, description=DESCRIPTION, epilog=ENVIRONMENT,
-        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+        formatter_class=_HelpFormatter, allow_abbrev=False)
     add = ap.add_argument
     add("--nproc", "--nproc-per-node", "--nproc_per_node", dest="nproc", type=int, default=1,
         help="workers on this node (default 1)")
