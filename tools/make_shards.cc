@@ -10,6 +10,7 @@
 // (C order, little-endian, every array with the same first dimension).
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "paddle/data/fashion_mnist.h"
 #include "paddle/data/record_file.h"
 #include "paddle/data/shard_set.h"
+#include "paddle/data/shard_writer.h"
 
 namespace paddle {
 namespace data {
@@ -36,7 +38,10 @@ namespace {
 constexpr char kUsage[] =
     "usage: make_shards --out=DIR (--fashion-mnist[=DIR] [--split=train|test] | "
     "--npy=a.npy[,b.npy...]) [--records-per-shard=N]\n"
-    "       make_shards --index-only=FILE";
+    "       make_shards --index-only=FILE\n"
+    "Writes a data set as record shards and a MANIFEST in --out (made if missing), for\n"
+    "`examples:fashion_mnist --data=tasks --shards=DIR` (which without --shards makes\n"
+    "Fashion-MNIST's itself, in $PADDLE_CACHE_DIR). --records-per-shard=N (default 10000).";
 
 constexpr uint32_t kMaxNpyHeaderBytes = 1 << 20;
 
@@ -140,30 +145,6 @@ absl::StatusOr<NpyArray> OpenNpy(const std::string& path) {
   return a;
 }
 
-// Writes samples [0, n) as shards of `per_shard` records; `sample(i, fields)` fills the fields.
-template <typename Fn>
-absl::Status WriteShards(ShardSet& set, int64_t n, int64_t per_shard, Fn sample) {
-  const int64_t num_shards = std::max<int64_t>(1, (n + per_shard - 1) / per_shard);
-  std::vector<std::string> fields;
-  for (int64_t s = 0; s < num_shards; ++s) {
-    std::string name = absl::StrFormat("shard-%05d-of-%05d", s, num_shards);
-    ASSIGN_OR_RETURN(std::unique_ptr<RecordWriter> w, RecordWriter::Open(set.dir + "/" + name));
-    const int64_t end = std::min(n, (s + 1) * per_shard);
-    for (int64_t i = s * per_shard; i < end; ++i) {
-      RETURN_IF_ERROR(sample(i, fields));
-      std::vector<absl::string_view> views(fields.begin(), fields.end());
-      RETURN_IF_ERROR(w->Write(EncodeSample(i, views)));
-    }
-    RETURN_IF_ERROR(w->Close());
-    set.shards.push_back(name);
-    set.record_counts.push_back(end - s * per_shard);
-  }
-  RETURN_IF_ERROR(WriteManifest(set));
-  std::cout << "make_shards: wrote " << n << " samples in " << num_shards << " shard(s) of "
-            << set.RecordBytes() << "-byte records to " << set.dir << "\n";
-  return absl::OkStatus();
-}
-
 absl::Status Run(int argc, char** argv) {
   std::string out, fashion_dir, npy, split = "train", index_only;
   bool fashion = false;
@@ -171,6 +152,10 @@ absl::Status Run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::pair<std::string, std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage << "\n";
+      return absl::OkStatus();
+    }
     if (kv.first == "--out") {
       out = kv.second;
     } else if (kv.first == "--fashion-mnist") {
@@ -197,24 +182,24 @@ absl::Status Run(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("give --out and exactly one of --fashion-mnist and --npy\n", kUsage));
   }
+  std::error_code error;
+  std::filesystem::create_directories(out, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create --out=", out, ": ", error.message()));
+  }
+  auto report = [&out](int64_t n) {
+    std::cout << "make_shards: wrote " << n << " samples to " << out << "\n";
+    return absl::OkStatus();
+  };
+  if (fashion) {
+    ASSIGN_OR_RETURN(int64_t n, WriteFashionMnistShards(
+                                    fashion_dir, split == "train" ? Split::kTrain : Split::kTest,
+                                    out, per_shard));
+    return report(n);
+  }
   ShardSet set;
   set.dir = out;
-  if (fashion) {
-    ASSIGN_OR_RETURN(Dataset d, LoadFashionMnist(split == "train" ? Split::kTrain : Split::kTest,
-                                                 fashion_dir, /*normalize=*/false));
-    set.fields = {{"label", "uint8", {1}, 1}, {"image", "uint8", {28, 28}, 28 * 28}};
-    const float* pixels = d.images.data<float>();
-    const int64_t* labels = d.labels.data<int64_t>();
-    return WriteShards(set, d.size(), per_shard, [&](int64_t i, std::vector<std::string>& f) {
-      f.assign(2, std::string());
-      f[0].push_back(static_cast<char>(labels[i]));
-      f[1].resize(28 * 28);
-      for (int p = 0; p < 28 * 28; ++p) {  // pixels are b / 255 exactly: back to the byte
-        f[1][p] = static_cast<char>(static_cast<int>(pixels[i * 784 + p] * 255.0f + 0.5f));
-      }
-      return absl::OkStatus();
-    });
-  }
   std::vector<NpyArray> arrays;
   for (absl::string_view p : absl::StrSplit(npy, ',')) {
     ASSIGN_OR_RETURN(NpyArray a, OpenNpy(std::string(p)));
@@ -230,19 +215,21 @@ absl::Status Run(int argc, char** argv) {
     set.fields.push_back({name, a.dtype, row, a.row_bytes});
     arrays.push_back(std::move(a));
   }
-  return WriteShards(set, arrays[0].shape[0], per_shard,
-                     [&](int64_t i, std::vector<std::string>& f) -> absl::Status {
-                       f.resize(arrays.size());
-                       for (size_t k = 0; k < arrays.size(); ++k) {
-                         f[k].resize(static_cast<size_t>(arrays[k].row_bytes));
-                         arrays[k].in->read(&f[k][0], arrays[k].row_bytes);
-                         if (!*arrays[k].in) {
-                           return absl::DataLossError(absl::StrCat(
-                               arrays[k].path, " ends inside row ", i, " (truncated .npy)"));
-                         }
-                       }
-                       return absl::OkStatus();
-                     });
+  RETURN_IF_ERROR(WriteShards(&set, arrays[0].shape[0], per_shard,
+                              [&](int64_t i, std::vector<std::string>& f) -> absl::Status {
+                                f.resize(arrays.size());
+                                for (size_t k = 0; k < arrays.size(); ++k) {
+                                  f[k].resize(static_cast<size_t>(arrays[k].row_bytes));
+                                  arrays[k].in->read(&f[k][0], arrays[k].row_bytes);
+                                  if (!*arrays[k].in) {
+                                    return absl::DataLossError(absl::StrCat(arrays[k].path,
+                                                                            " ends inside row ", i,
+                                                                            " (truncated .npy)"));
+                                  }
+                                }
+                                return absl::OkStatus();
+                              }));
+  return report(arrays[0].shape[0]);
 }
 
 }  // namespace
