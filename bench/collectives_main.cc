@@ -67,6 +67,29 @@ constexpr char kUsage[] =
     "[--iters=20] [--warmup=5] [--algo=NAME] [--seed=1] [--timeout-s=1800] [--rounds=1] "
     "[--coarse-from=1M] [--budget-bytes=4M]\n";
 
+// --help: the usage line, then each flag (the file's header comment has the details).
+constexpr char kHelp[] =
+    "nccl-tests-style bandwidth sweep of our collectives, checked element by element.\n"
+    "  --backend=native|gloo   our backend (default gloo)\n"
+    "  --op=OP                 allreduce (default), allgather, reduce_scatter, broadcast or "
+    "alltoall\n"
+    "  --nproc=N               worker processes, 1..15 (default 2)\n"
+    "  --min-bytes=4K --max-bytes=256M   sizes swept by powers of two (K, M, G suffixes)\n"
+    "  --dtype=fp32            element type (not bool or int8)\n"
+    "  --iters=20 --warmup=5   timed and untimed runs per size from 64 KiB (more below)\n"
+    "  --algo=NAME             the algorithm (default: the backend's choice)\n"
+    "  --seed=1                seed of the checked inputs\n"
+    "  --timeout-s=1800        seconds each implementation's whole sweep may take\n"
+    "  --coarse-from=0         step sizes by 4x from this size (0: never)\n"
+    "  --budget-bytes=0        fewer iterations above this size (0: never)\n"
+    "  --peers                 also PyTorch's gloo and OpenMPI, with ratios per size\n"
+    "  --rounds=R              R interleaved rounds of every implementation, medians (1..50)\n"
+    "  --json=FILE             every row as JSON\n"
+    "exit status: 0 when every result was right, 1 on a wrong element or a failed sweep, 2 for "
+    "a bad command line.\n";
+
+enum class Parsed { kRun, kHelp, kBad };
+
 // "4K", "256M", "1G", "4096".
 bool ParseBytes(absl::string_view text, int64_t* bytes) {
   int64_t scale = 1;
@@ -83,73 +106,87 @@ bool ParseBytes(absl::string_view text, int64_t* bytes) {
   return true;
 }
 
-bool ParseFlags(int argc, char** argv, Flags* flags) {
+Parsed ParseFlags(int argc, char** argv, Flags* flags) {
   SweepConfig& s = flags->sweep;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") return Parsed::kHelp;
     absl::string_view value;
     const size_t eq = arg.find('=');
     const absl::string_view key = arg.substr(0, eq);
     if (eq != absl::string_view::npos) value = arg.substr(eq + 1);
     bool ok = true;
+    const char* expected = "";  // what a good value is, for the error
     double seconds = 0;
     if (key == "--backend") {
       s.backend = std::string(value);
       ok = value == "native" || value == "gloo";
+      expected = "native or gloo";
     } else if (key == "--op") {
       ok = ParseBenchOp(value, &s.op);
+      expected = "allreduce, allgather, reduce_scatter, broadcast or alltoall";
     } else if (key == "--nproc") {
       ok = absl::SimpleAtoi(value, &s.nproc) && s.nproc >= 1 && s.nproc <= 15;
-    } else if (key == "--min-bytes") {
-      ok = ParseBytes(value, &s.min_bytes);
-    } else if (key == "--max-bytes") {
-      ok = ParseBytes(value, &s.max_bytes);
-    } else if (key == "--coarse-from") {
-      ok = value == "0" || ParseBytes(value, &s.coarse_from);
-    } else if (key == "--budget-bytes") {
-      ok = value == "0" || ParseBytes(value, &s.budget_bytes);
+      expected = "1..15 (the checked sums must stay exact)";
+    } else if (key == "--min-bytes" || key == "--max-bytes") {
+      ok = ParseBytes(value, key == "--min-bytes" ? &s.min_bytes : &s.max_bytes);
+      expected = "a byte count above 0, e.g. 4096, 4K, 256M, 1G";
+    } else if (key == "--coarse-from" || key == "--budget-bytes") {
+      ok = value == "0" ||
+           ParseBytes(value, key == "--coarse-from" ? &s.coarse_from : &s.budget_bytes);
+      expected = "0 or a byte count, e.g. 1M";
     } else if (key == "--dtype") {
       absl::StatusOr<DType> dtype = ParseDType(value);
       ok = dtype.ok() && *dtype != DType::kBool && *dtype != DType::kInt8;
       if (ok) s.dtype = *dtype;
+      expected = "a numeric dtype other than int8, e.g. fp32, bf16, int32";
     } else if (key == "--iters") {
       ok = absl::SimpleAtoi(value, &s.iters) && s.iters >= 1;
+      expected = "at least 1";
     } else if (key == "--warmup") {
       ok = absl::SimpleAtoi(value, &s.warmup) && s.warmup >= 0;
+      expected = "at least 0";
     } else if (key == "--algo") {
       s.algo = std::string(value);
     } else if (key == "--seed") {
       ok = absl::SimpleAtoi(value, &s.seed);
+      expected = "an integer";
     } else if (key == "--timeout-s") {
       ok = absl::SimpleAtod(value, &seconds) && seconds > 0;
       flags->run_limit = absl::Seconds(seconds);
       s.op_timeout = std::min(s.op_timeout, flags->run_limit);
+      expected = "seconds above 0";
     } else if (key == "--peers") {
       flags->peers = true;
     } else if (key == "--rounds") {
       ok = absl::SimpleAtoi(value, &flags->rounds) && flags->rounds >= 1 && flags->rounds <= 50;
+      expected = "1..50";
     } else if (key == "--json") {
       flags->json = std::string(value);
     } else if (key == "--worker") {
       flags->worker = true;
     } else if (key == "--rank") {
       ok = absl::SimpleAtoi(value, &flags->rank);
+      expected = "an integer";
     } else if (key == "--store-port") {
       ok = absl::SimpleAtoi(value, &flags->store_port);
+      expected = "a port";
     } else {
-      ok = false;
+      std::fprintf(stderr, "collectives: unknown flag \"%s\" (--help lists the flags)\n%s",
+                   argv[i], kUsage);
+      return Parsed::kBad;
     }
     if (!ok) {
-      std::fprintf(stderr, "bad argument \"%s\" (nproc is 1..15: sums must stay exact)\n%s",
-                   argv[i], kUsage);
-      return false;
+      std::fprintf(stderr, "collectives: bad value in \"%s\": %.*s takes %s\n%s", argv[i],
+                   static_cast<int>(key.size()), key.data(), expected, kUsage);
+      return Parsed::kBad;
     }
   }
   if (s.min_bytes > s.max_bytes) {
-    std::fprintf(stderr, "--min-bytes is larger than --max-bytes\n%s", kUsage);
-    return false;
+    std::fprintf(stderr, "collectives: --min-bytes is larger than --max-bytes\n%s", kUsage);
+    return Parsed::kBad;
   }
-  return true;
+  return Parsed::kRun;
 }
 
 std::string LoadAverage() {
@@ -319,7 +356,15 @@ std::vector<Row> RunMpi(const Flags& flags, bool tcp) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  if (!ParseFlags(argc, argv, &flags)) return 2;
+  switch (ParseFlags(argc, argv, &flags)) {
+    case Parsed::kHelp:
+      std::printf("%s%s", kUsage, kHelp);
+      return 0;
+    case Parsed::kBad:
+      return 2;
+    case Parsed::kRun:
+      break;
+  }
   if (flags.worker) return RunSweepWorker(flags.sweep, flags.rank, flags.store_port);
 
   // Round r of every implementation runs before round r + 1 of any (see --rounds above).
