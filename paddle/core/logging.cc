@@ -135,24 +135,29 @@ absl::Status ParseLogConfig(absl::string_view level, absl::string_view subsys, L
   return absl::OkStatus();
 }
 
+absl::StatusOr<LogConfig> LogConfigFromEnv() {
+  // The settings table checks the level (its error names the variable and every choice);
+  // ParseLogConfig the subsystems.
+  absl::StatusOr<std::optional<std::string>> level = ChoiceSetting("PADDLE_LOG_LEVEL");
+  if (!level.ok()) return level.status();
+  LogConfig config;
+  absl::Status s =
+      ParseLogConfig(level->value_or(""), StringSetting("PADDLE_LOG_SUBSYS").value_or(""), &config);
+  if (!s.ok()) return s;
+  return config;
+}
+
 namespace internal {
 
 std::atomic<uint64_t> g_log_config{kLogConfigUnset};
 
 uint64_t LoadLogConfigFromEnv() {
-  LogConfig config;
-  // The settings table checks the level; ParseLogConfig the subsystems.
-  absl::StatusOr<std::optional<std::string>> level = ChoiceSetting("PADDLE_LOG_LEVEL");
-  absl::Status s = level.status();
-  if (s.ok()) {
-    s = ParseLogConfig(level->value_or(""), StringSetting("PADDLE_LOG_SUBSYS").value_or(""),
-                       &config);
+  absl::StatusOr<LogConfig> from_env = LogConfigFromEnv();
+  if (!from_env.ok()) {  // ends the process (see the header)
+    LogMessage(__FILE__, __LINE__, LogLevel::kError, kLogInit, /*fatal=*/true).stream()
+        << from_env.status().message();
   }
-  if (!s.ok()) {
-    config = LogConfig();
-    std::string line = absl::StrCat("paddle: ignoring bad logging settings: ", s.message(), "\n");
-    (void)!write(STDERR_FILENO, line.data(), line.size());
-  }
+  const LogConfig config = *from_env;
   // Racing first uses parse the same environment; whichever store lands is the same value,
   // unless SetLogConfig got there first, which then wins.
   uint64_t expected = kLogConfigUnset;

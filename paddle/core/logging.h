@@ -8,6 +8,10 @@
 //   PADDLE_LOG_LEVEL   ERROR | WARN (default) | INFO | DEBUG | TRACE
 //   PADDLE_LOG_SUBSYS  comma list of INIT,STORE,NET,COLL,TRAIN,ALL (default ALL); a leading '^'
 //                      inverts the list ("^NET" = everything but NET).
+// A malformed value is an error, as for every setting (Note [Settings table]). The first log
+// statement cannot return it, so it ends the process with a line naming the variable and what it
+// accepts (as a malformed PADDLE_CPU_BASELINE does); entry points that can return a Status call
+// LogConfigFromEnv() first to fail cleanly instead.
 // Every line carries `host:pid [rank r/n]`, the level, the subsystem and the source location. The
 // rank comes from the calling thread's `ScopedLogRank` (threads-as-ranks tests) or else from the
 // process-wide `SetLogRank` (one rank per process). A disabled statement costs one load and a
@@ -21,6 +25,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace paddle {
@@ -45,7 +50,11 @@ struct LogConfig {
 // Parses PADDLE_LOG_LEVEL / PADDLE_LOG_SUBSYS values; an unknown word is an error naming it.
 absl::Status ParseLogConfig(absl::string_view level, absl::string_view subsys, LogConfig* config);
 
-// The active configuration; first use reads the environment (bad values: a warning, defaults).
+// The configuration PADDLE_LOG_LEVEL and PADDLE_LOG_SUBSYS ask for; kInvalidArgument naming the
+// variable, its value and what it accepts when one is malformed.
+absl::StatusOr<LogConfig> LogConfigFromEnv();
+
+// The active configuration; first use reads the environment (a malformed value: see above).
 LogConfig ActiveLogConfig();
 // Replaces the active configuration (tests, and programs with a --log-level flag).
 void SetLogConfig(const LogConfig& config);

@@ -1,5 +1,6 @@
 #include "paddle/core/logging.h"
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,57 @@ TEST_F(LoggingTest, BadSettingsNameTheWord) {
   EXPECT_NE(s.message().find("PADDLE_LOG_LEVEL=LOUD"), std::string::npos) << s;
   s = ParseLogConfig("INFO", "NET,DISK", &c);
   EXPECT_NE(s.message().find("'DISK'"), std::string::npos) << s;
+}
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST_F(LoggingTest, ConfigFromEnvNamesAMalformedVariableAndWhatItAccepts) {
+  {
+    ScopedEnv level("PADDLE_LOG_LEVEL", "loud");
+    absl::StatusOr<LogConfig> c = LogConfigFromEnv();
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find("PADDLE_LOG_LEVEL=\"loud\" is not one of error, warn, "
+                                        "warning, info, debug, trace"),
+              std::string::npos)
+        << c.status();
+  }
+  {
+    ScopedEnv subsys("PADDLE_LOG_SUBSYS", "NET,DISK");
+    absl::StatusOr<LogConfig> c = LogConfigFromEnv();
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find("PADDLE_LOG_SUBSYS=NET,DISK: unknown subsystem 'DISK'"),
+              std::string::npos)
+        << c.status();
+  }
+  ScopedEnv level("PADDLE_LOG_LEVEL", " Debug ");
+  ScopedEnv subsys("PADDLE_LOG_SUBSYS", "coll");
+  absl::StatusOr<LogConfig> c = LogConfigFromEnv();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->level, LogLevel::kDebug);
+  EXPECT_EQ(c->subsys_mask, static_cast<uint32_t>(kLogColl));
+}
+
+// A malformed level is an error, not a warning and the default: the first log statement, which
+// cannot return a Status, ends the process naming the variable and its choices.
+TEST_F(LoggingTest, AMalformedLevelEndsTheProcessAtTheFirstLogStatement) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  SetLogSink(nullptr);  // the message goes to stderr
+  EXPECT_DEATH(
+      {
+        setenv("PADDLE_LOG_LEVEL", "loud", 1);
+        internal::g_log_config.store(internal::kLogConfigUnset);
+        PADDLE_LOG(INFO, INIT) << "never written";
+      },
+      "INIT logging.cc:[0-9]+\\] PADDLE_LOG_LEVEL=\"loud\" is not one of error, warn, warning, "
+      "info, debug, trace \\(the least severe log lines written to stderr.*set it to one");
 }
 
 TEST_F(LoggingTest, DisabledStatementsDoNotEvaluateOperands) {
