@@ -574,6 +574,41 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("needs --transport=auto", err)
 
+    def test_the_default_transport_is_one_the_params_have(self):
+        # Fitted from TCP sweeps alone: an entry tcp, no node workspace.
+        rows = [{"op": "allreduce", "backend": "native", "algo": algo, "transport": "tcp",
+                 "nproc": 2, "bytes": (4 << 10) << i, "dtype": "float32", "wrong": 0,
+                 "time_us": 50.0 + 3 * k + 2 ** i, "p50_us": 50.0 + 3 * k + 2 ** i}
+                for k, algo in enumerate(("ring", "tree")) for i in range(8)]
+        bench = tempfile.mktemp(suffix=".json")
+        with open(bench, "w") as f:
+            json.dump(rows, f)
+        self.addCleanup(os.unlink, bench)
+        rc, out, err = self.run_cli("fit", bench)
+        self.assertEqual(rc, 0, err)
+        params = tempfile.mktemp(suffix=".json")
+        with open(params, "w") as f:
+            f.write(out)
+        self.addCleanup(os.unlink, params)
+        self.assertNotIn("workspace", json.loads(out)["transports"])
+        rc, out, err = self.run_cli("run", "--params=" + params, "--max-bytes=64K")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("transport tcp", out)
+        rc, out, err = self.run_cli("step", "--params=" + params, "--grad-mb=4",
+                                    "--backward-ms=10")
+        self.assertEqual(rc, 0, err)
+        # Asked for one it lacks: the error says which --transport values the file has.
+        for transport, missing in (("auto", "workspace"), ("shm", "shm")):
+            rc, _, err = self.run_cli("run", "--params=" + params, "--transport=" + transport)
+            self.assertEqual(rc, 2)
+            self.assertIn(f"{params} has no {missing} entry for --transport={transport}; it has "
+                          "parameters for --transport=tcp", err)
+        rc, _, err = self.run_cli("run", "--params=" + params, "--hosts=2", "--inter=tcp_1gbit")
+        self.assertEqual(rc, 2)
+        self.assertIn("has parameters for no --transport --hosts=2 (its entries: tcp; "
+                      "--transport=auto needs workspace and tcp_1gbit; --transport=tcp needs tcp "
+                      "and tcp_1gbit)", err)
+
     def test_step_emit_sets_the_bucket_line_and_keeps_the_links(self):
         # Note [Tuned bucket caps]: `step --emit` writes the caps DDP reads; `tune --emit` the links.
         params = self.params_file()

@@ -82,12 +82,44 @@ def cmd_merge(a):
                                          for r in merged) + "\n]\n")
 
 
+TRANSPORTS = ("auto", "tcp", "shm")  # --transport, as PADDLE_TRANSPORT
+
+
+def transport_entries(transport, hosts, inter):
+    """The params entries --transport needs: the node workspace's for auto, the link's own for
+    tcp and shm, and with several hosts --inter's between them."""
+    return [{"auto": "workspace"}.get(transport, transport)] + ([inter] if hosts > 1 else [])
+
+
+def choose_transport(a, params):
+    """Sets a.transport: the one asked for, which the params must have, or else the first of
+    TRANSPORTS they have (a file fitted from TCP sweeps alone has no node workspace)."""
+    if a.transport == "shm" and a.hosts > 1:
+        raise ParamsError("--transport=shm needs --hosts=1 (shared memory spans one host)")
+    have = [t for t in TRANSPORTS if not (t == "shm" and a.hosts > 1)
+            and all(params.has(e) for e in transport_entries(t, a.hosts, a.inter))]
+    if a.transport is not None and a.transport in have:
+        return
+    if a.transport is None and have:
+        a.transport = have[0]
+        return
+    hosts = f" --hosts={a.hosts}" if a.hosts > 1 else ""
+    if not have:
+        needs = "; ".join(
+            f"--transport={t} needs {' and '.join(transport_entries(t, a.hosts, a.inter))}"
+            for t in TRANSPORTS if not (t == "shm" and a.hosts > 1))
+        raise ParamsError(f"{params.path} has parameters for no --transport{hosts} (its entries: "
+                          f"{', '.join(sorted(params.links))}; {needs})")
+    missing = [e for e in transport_entries(a.transport, a.hosts, a.inter) if not params.has(e)]
+    raise ParamsError(f"{params.path} has no {' and '.join(missing)} entry for --transport="
+                      f"{a.transport}{hosts}; it has parameters for "
+                      f"{' or '.join('--transport=' + t for t in have)}")
+
+
 def build_cluster(a, params):
     H = a.hosts
     R = a.params_ranks or a.ranks_per_host  # which "@R" fits to use
     workspace = a.transport == "auto"
-    if a.transport == "shm" and H > 1:
-        raise ParamsError("--transport=shm needs --hosts=1 (shared memory spans one host)")
     intra_name = "shm" if a.transport == "shm" or (a.transport == "auto" and H == 1) else "tcp"
     cluster = engine.Cluster(H, a.ranks_per_host)
     cluster.workspace = params.get("workspace", R) if workspace and R > 1 else None
@@ -146,6 +178,7 @@ def load_params(a):
 
 def cmd_run(a):
     params = load_params(a)
+    choose_transport(a, params)
     algos = list(schedules.ALGOS) if a.algo == "all" else [a.algo]
     if a.algo == "all":
         algos = [x for x in algos if not (x == "shm" and a.hosts > 1)
@@ -210,6 +243,7 @@ def _profile(a):
 
 def cmd_step(a):
     params = load_params(a)
+    choose_transport(a, params)
     prof = _profile(a)
     allreduce_us, cluster = _allreduce_fn(a, params)
     first = a.first_bucket_mb * (1 << 20)
@@ -298,8 +332,10 @@ def add_cluster_flags(p):
     p.add_argument("--params", required=True, help="params.json from `fit`")
     p.add_argument("--hosts", type=positive_int, default=1)
     p.add_argument("--ranks-per-host", type=positive_int, default=2)
-    p.add_argument("--transport", choices=("auto", "tcp", "shm"), default="auto",
-                   help="as PADDLE_TRANSPORT: auto = node workspace in a host, TCP between")
+    p.add_argument("--transport", choices=TRANSPORTS,
+                   help="as PADDLE_TRANSPORT: auto = node workspace in a host, TCP between "
+                        "(default: auto if --params has the workspace's entries, else tcp, "
+                        "else shm)")
     p.add_argument("--inter", default="tcp", help="params entry for links between hosts")
     p.add_argument("--inter-gbps", type=positive_float,
                    help="host link bandwidth in Gbit/s (replaces the entry's beta)")

@@ -139,6 +139,10 @@ class ParamSet:
             transports[name] = entry
         return {"version": 1, "transports": transports}
 
+    def has(self, transport):
+        """Whether there are parameters for `transport`, pooled or fitted at some "@R"."""
+        return transport in self.links or any(k.startswith(transport + "@") for k in self.links)
+
     def get(self, transport, ranks_per_host=None):
         """The link for `transport`, preferring "transport@R" for R ranks per host."""
         if ranks_per_host is not None and f"{transport}@{ranks_per_host}" in self.links:
