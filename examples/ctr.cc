@@ -62,8 +62,10 @@
 namespace paddle::examples {
 namespace {
 
-constexpr char kUsage[] = R"(usage: ctr --data=DIR [flags]
+constexpr char kUsage[] = R"(usage: ctr [--data=DIR] [flags]
   --data=DIR                 train.bin, test.bin and manifest.json from tools/make-ctr-data
+                             (default: tools/make-ctr-data --max-vocab=100000, made on first use
+                             into $PADDLE_CACHE_DIR)
   --table=replicated|sparse|sharded
                              where the embedding rows live and how their gradients travel
                              (default replicated)
@@ -144,7 +146,6 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value in '", arg, "'"));
   }
-  if (o->data.empty()) return absl::InvalidArgumentError("--data=DIR is required (see --help)");
   if (o->table != "replicated" && o->table != "sparse" && o->table != "sharded") {
     return absl::InvalidArgumentError(
         absl::StrCat("--table=", o->table, ": expected replicated, sparse or sharded"));
@@ -163,7 +164,13 @@ using Group = LaunchedGroup;
 absl::Status JoinGroup(const Options& o, Group* g) {
   if (!StartedAsGroup()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Backend backend, ParseBackend(o.backend));
-  return JoinLaunchedGroup(backend, o.batch, g);
+  RETURN_IF_ERROR(JoinLaunchedGroup(backend, g));
+  if (o.batch % g->world != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch=", o.batch, " (the global batch) is not a multiple of the ", g->world,
+                     " workers; pass --batch=", (o.batch / g->world + 1) * g->world));
+  }
+  return absl::OkStatus();
 }
 
 // A batch of samples `index` of `data`, as the model's inputs.
@@ -257,15 +264,21 @@ int Run(const Options& o) {
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));
-  absl::StatusOr<CtrData> train = ReadCtrData(o.data + "/train.bin");
+  std::string data_dir = o.data;
+  if (data_dir.empty()) {  // every rank asks; one makes it, the others wait (dataset_cache.h)
+    absl::StatusOr<std::string> cached = DefaultCtrData();
+    if (!cached.ok()) return fail(cached.status());
+    data_dir = *cached;
+  }
+  absl::StatusOr<CtrData> train = ReadCtrData(data_dir + "/train.bin");
   if (!train.ok()) return fail(train.status());
-  absl::StatusOr<CtrData> test = ReadCtrData(o.data + "/test.bin");
+  absl::StatusOr<CtrData> test = ReadCtrData(data_dir + "/test.bin");
   if (!test.ok()) return fail(test.status());
   if (test->vocab != train->vocab || test->num_dense != train->num_dense) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
-        "--data=", o.data, ": train.bin and test.bin have different fields (not one data set)")));
+        "--data=", data_dir, ": train.bin and test.bin have different fields (not one data set)")));
   }
-  absl::StatusOr<double> best_auc = ReadBestAuc(o.data);
+  absl::StatusOr<double> best_auc = ReadBestAuc(data_dir);
   if (!best_auc.ok()) return fail(best_auc.status());
   const int64_t train_size =
       o.train_samples > 0 ? std::min(o.train_samples, train->num_samples) : train->num_samples;

@@ -1,14 +1,25 @@
 // Reads the click data files of tools/make-ctr-data (Note [CTR data layout] in ctr_data.h).
 #include "examples/ctr_data.h"
 
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "paddle/core/status.h"
+#include "paddle/data/dataset_cache.h"
 
 namespace paddle::examples {
 namespace {
@@ -120,6 +131,84 @@ absl::StatusOr<double> ReadBestAuc(const std::string& dir) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("manifest '", path, "' has no best_auc number in (0, 1]"));
+}
+
+namespace {
+
+// The generator's flags for the default data set; part of the cache key.
+constexpr const char* kDefaultCtrFlags[] = {"--max-vocab=100000"};
+
+// tools/make-ctr-data beside this binary (its runfiles) or in $PADDLE_WORKSPACE; "" if neither.
+std::string FindCtrGenerator() {
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("RUNFILES_DIR")) {
+    candidates.push_back(absl::StrCat(dir, "/paddle/tools/make-ctr-data"));
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0)
+    candidates.push_back(
+        absl::StrCat(std::string(self, n), ".runfiles/paddle/tools/make-ctr-data"));
+  if (const char* ws = std::getenv("PADDLE_WORKSPACE")) {
+    candidates.push_back(absl::StrCat(ws, "/tools/make-ctr-data"));
+  }
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), R_OK) == 0) return c;
+  }
+  return "";
+}
+
+// Runs /usr/bin/python3 `script` `args`...; its output goes to this process's stderr.
+absl::Status RunGenerator(const std::string& script, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s = {"/usr/bin/python3", script};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, 2, 1);  // keep stdout for the training lines
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot start /usr/bin/python3 ", script, ": ", std::strerror(error)));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat(
+        script, " failed (", WIFEXITED(status) ? "exit " : "signal ",
+        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), "); its message is above"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DefaultCtrData() {
+  const std::string script = FindCtrGenerator();
+  if (script.empty()) {
+    return absl::NotFoundError(
+        "no --data given and tools/make-ctr-data is not among this binary's runfiles nor in "
+        "$PADDLE_WORKSPACE: pass --data=DIR made by tools/make-ctr-data --out=DIR");
+  }
+  struct stat st {};
+  stat(script.c_str(), &st);
+  // The key: the generator's bytes decide the data, so its size and time stand for them.
+  std::string key = absl::StrCat("ctr data; ", script, " ", st.st_size, " bytes, modified ",
+                                 st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ";");
+  for (const char* flag : kDefaultCtrFlags) absl::StrAppend(&key, " ", flag);
+  return data::CachedFolder("ctr-data", key, [&](const std::string& dir) -> absl::Status {
+    data::CacheProgress progress("making the synthetic click data (tools/make-ctr-data)", "");
+    std::vector<std::string> args = {absl::StrCat("--out=", dir)};
+    for (const char* flag : kDefaultCtrFlags) args.emplace_back(flag);
+    RETURN_IF_ERROR(RunGenerator(script, args));
+    progress.Done(dir);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace paddle::examples

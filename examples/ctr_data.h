@@ -43,6 +43,11 @@ absl::StatusOr<CtrData> ReadCtrData(const std::string& path);
 // no best_auc number.
 absl::StatusOr<double> ReadBestAuc(const std::string& dir);
 
+// The folder of the default data set (tools/make-ctr-data --max-vocab=100000, the flags the docs
+// use), made on first use into the data set cache (paddle/data/dataset_cache.h) by running the
+// generator, which is found among this binary's runfiles or under $PADDLE_WORKSPACE/tools.
+absl::StatusOr<std::string> DefaultCtrData();
+
 }  // namespace paddle::examples
 
 #endif  // EXAMPLES_CTR_DATA_H_

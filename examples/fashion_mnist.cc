@@ -5,8 +5,9 @@
 //   bazel run -c opt //examples:fashion_mnist -- --model=cnn --epochs=3 --threads=2
 //   bazel run -c opt //tools:launch -- --nproc=4 //examples:fashion_mnist --model=cnn --epochs=3
 //
-// Started by the launcher (WORLD_SIZE set) it joins the group through env://, splits the global
-// --batch evenly, shards the data with a DistributedSampler and averages gradients with DDP;
+// Started by the launcher (WORLD_SIZE set) it joins the group through env://, shares each step's
+// global --batch over the workers (unevenly where their number does not divide it), shards the
+// data with a DistributedSampler and averages gradients with DDP;
 // rank 0 prints, evaluates and writes checkpoints, and its JSON adds world_size and
 // comm_wait_fraction (time waiting for gradient allreduces over the epoch's training time).
 //
@@ -43,6 +44,7 @@
 #include "examples/fashion_mnist_elastic.h"
 #include "examples/fashion_mnist_metrics.h"
 #include "examples/fashion_mnist_task_group.h"
+#include "examples/fashion_mnist_tasks.h"
 #include "examples/launched_group.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/checkpoint/checkpoint_agreement.h"
@@ -54,6 +56,7 @@
 #include "paddle/core/status.h"
 #include "paddle/data/data_loader.h"
 #include "paddle/data/distributed_sampler.h"
+#include "paddle/data/shard_writer.h"
 #include "paddle/nn/device_dispatch.h"
 #include "paddle/nn/functional.h"
 #include "paddle/nn/models.h"
@@ -111,7 +114,8 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
   --data=memory|tasks        the default sampler over the data set in memory, or tasks of
                              record shards handed out by the task master in the job's store,
                              exactly once per epoch, also across --resume (docs/data.md)
-  --shards=DIR               --data=tasks: shards from //tools:make_shards --fashion-mnist
+  --shards=DIR               --data=tasks: shards from //tools:make_shards (default: the
+                             Fashion-MNIST shards in $PADDLE_CACHE_DIR, made on first use)
   --records-per-task=N       --data=tasks: records of one task (default 500)
   --sample-ledger=DIR        --data=tasks: write the sample ids of every committed step here,
                              for tools/ledger-check
@@ -124,7 +128,8 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
                              (paddle/parallel/local_sgd.h, docs/local-sgd.md; default off)
   --local-sgd-warmup=N       --local-sgd: N synchronous steps first (post-local SGD)
   --outer-momentum=X         --local-sgd: global momentum on the averages (SlowMo; default 0)
-  --batch is the global batch, split evenly across the workers.
+  --batch is the global batch, shared by the workers (any number of them: where it does not
+  divide --batch, some read one sample more per step and each loss counts by its share).
 )";
 
 struct Options {
@@ -283,10 +288,8 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
   if (o->linear_lr_scaling && !o->elastic) {
     return absl::InvalidArgumentError("--linear-lr-scaling goes with --elastic");
   }
-  if (o->data == "tasks" && (o->shards.empty() || o->device != "cpu")) {
-    return absl::InvalidArgumentError(
-        "--data=tasks needs --shards=DIR (bazel run //tools:make_shards -- --out=DIR "
-        "--fashion-mnist) and trains on the CPU");
+  if (o->data == "tasks" && o->device != "cpu") {
+    return absl::InvalidArgumentError("--data=tasks trains on the CPU (--device=cpu)");
   }
   if (o->data != "tasks" && (!o->shards.empty() || !o->sample_ledger.empty() || o->sample_digest)) {
     return absl::InvalidArgumentError(
@@ -373,10 +376,10 @@ absl::StatusOr<double> Evaluate(nn::Module& model, const data::Dataset& test) {
 }
 
 struct Progress {
-  int64_t epoch = 0;    // epoch in progress (0-based)
-  int64_t step = 0;     // optimizer steps taken so far, all epochs
-  double loss_sum = 0;  // this epoch so far
-  int64_t loss_count = 0;
+  int64_t epoch = 0;       // epoch in progress (0-based)
+  int64_t step = 0;        // optimizer steps taken so far, all epochs
+  double loss_sum = 0;     // this epoch so far: the sum of this rank's samples' losses
+  int64_t loss_count = 0;  // and their count
 };
 
 absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Module& model,
@@ -433,12 +436,28 @@ absl::Status RestoreCheckpoint(const checkpoint::LoadedCheckpoint& loaded, nn::M
     return does_not_fit(Annotate(st, "model parameters"));
   }
   if (absl::Status st = opt.LoadState(s.tensors, s.ints); !st.ok()) return does_not_fit(st);
-  if (absl::Status st = sampler.Restore({epoch, offset}); !st.ok()) return does_not_fit(st);
+  // The offset is rank 0's, which reads the largest share of each step (Note [Uneven shares] in
+  // paddle/data/distributed_sampler.h): this rank resumes after as many steps.
+  const int64_t rank0_share =
+      sampler.global_batch() > 0
+          ? (sampler.global_batch() + sampler.world_size() - 1) / sampler.world_size()
+          : 1;
+  const int64_t my_offset =
+      sampler.global_batch() > 0 ? offset / rank0_share * sampler.LocalBatch() : offset;
+  if (absl::Status st = sampler.Restore({epoch, my_offset}); !st.ok()) return does_not_fit(st);
   p->epoch = epoch;
   p->step = step;
   p->loss_count = loss_count;
   dropout.set_offset(static_cast<uint64_t>(dropout_offset));
   return absl::OkStatus();
+}
+
+// loss x weight, with the weight on `device`.
+absl::StatusOr<nn::Variable> ScaleLoss(const nn::Variable& loss, float weight, Device device) {
+  ASSIGN_OR_RETURN(Tensor w, Tensor::Empty(loss.shape(), DType::kFloat32));
+  w.data<float>()[0] = weight;
+  ASSIGN_OR_RETURN(Tensor on_device, nn::internal::MoveTensor(w, device));
+  return nn::functional::Mul(loss, nn::Variable(on_device));
 }
 
 // The data-parallel group when started by the launcher, mpirun or srun (launched_group.h), else
@@ -451,7 +470,7 @@ absl::Status JoinGroup(const Options& o, Group* g) {
   ASSIGN_OR_RETURN(
       Backend backend,
       ParseBackend(!o.backend.empty() ? o.backend : (device.is_cuda() ? "nccl" : "native")));
-  return JoinLaunchedGroup(backend, o.batch, g);
+  return JoinLaunchedGroup(backend, g);
 }
 
 // Sum of `values` over the group (in place); nothing to do on one process.
@@ -486,6 +505,15 @@ int RunElasticJob(const Options& o) {
   run.first_bucket_mb = o.first_bucket_mb;
   run.data = o.data;
   run.tasks.shards_dir = o.shards;
+  if (o.data == "tasks" && o.shards.empty()) {
+    // Every rank asks; one makes them, the others wait for it (Note [Cache folders]).
+    absl::StatusOr<std::string> cached = data::FashionMnistShards(o.data_dir, data::Split::kTrain);
+    if (!cached.ok()) {
+      std::fprintf(stderr, "fashion_mnist: %s\n", cached.status().ToString().c_str());
+      return 1;
+    }
+    run.tasks.shards_dir = *cached;
+  }
   run.tasks.records_per_task = o.records_per_task;
   run.tasks.seed = static_cast<uint64_t>(o.seed);
   run.tasks.ledger_dir = o.sample_ledger;
@@ -522,7 +550,6 @@ int Run(const Options& o) {
   if (o.elastic || o.data == "tasks") return RunElasticJob(o);
   if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
   const bool leader = group.rank == 0;
-  const int64_t local_batch = o.batch / group.world;
   absl::StatusOr<Device> device = ParseDevice(o.device);
   if (!device.ok()) return fail(device.status());
   if (o.device == "cuda") {
@@ -553,9 +580,18 @@ int Run(const Options& o) {
   if (absl::Status st = (*model)->To(*device); !st.ok()) return fail(st);
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = MakeOptimizer(o, (*model)->Parameters());
   if (!opt.ok()) return fail(opt.status());
+  // Any world size: the ranks share each step's --batch samples, unevenly where the world size
+  // does not divide it (Note [Uneven shares] in paddle/data/distributed_sampler.h).
+  if (o.batch < group.world) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--batch=", o.batch, " (the global batch) is smaller than the ", group.world,
+                     " workers: each reads at least one sample per step")));
+  }
   absl::StatusOr<data::DistributedSampler> sampler = data::DistributedSampler::Create(
-      train->size(), group.rank, group.world, static_cast<uint64_t>(o.seed));
+      train->size(), group.rank, group.world, static_cast<uint64_t>(o.seed), /*shuffle=*/true,
+      /*drop_last=*/false, /*global_batch=*/o.batch);
   if (!sampler.ok()) return fail(sampler.status());
+  const int64_t local_batch = sampler->LocalBatch();
 
   std::unique_ptr<checkpoint::CheckpointManager> manager;
   Progress p;
@@ -679,8 +715,16 @@ int Run(const Options& o) {
       absl::StatusOr<nn::Variable> loss =
           nn::functional::SoftmaxCrossEntropy(*logits, *batch_labels);
       if (!loss.ok()) return fail(loss.status());
+      // This rank's mean loss, weighted by its share of --batch (Note [Uneven shares]): 1 in a
+      // full step of an even split, less in the epoch's short last step.
+      const int64_t rows = (*batch)->images.shape()[0];
+      absl::StatusOr<nn::Variable> weighted = *loss;
+      if (const double w = ShortStepWeight(rows, group.world, o.batch); w != 1.0) {
+        weighted = ScaleLoss(*loss, static_cast<float>(w), *device);
+        if (!weighted.ok()) return fail(weighted.status());
+      }
       absl::Time t2 = span("forward", t1);
-      absl::Status st = ddp ? ddp->Backward(*loss) : loss->Backward();
+      absl::Status st = ddp ? ddp->Backward(*weighted) : weighted->Backward();
       if (st.ok() && step_barrier.defined()) {
         st = group.comm->Allreduce(step_barrier, ReduceOp::kSum)->Wait();
       }
@@ -691,10 +735,11 @@ int Run(const Options& o) {
       span("optimizer", t3);
       absl::StatusOr<Tensor> host_loss = nn::internal::MoveTensor(loss->data(), Device::Cpu());
       if (!host_loss.ok()) return fail(host_loss.status());
-      p.loss_sum += *host_loss->data<float>();
-      ++p.loss_count;
+      p.loss_sum += static_cast<double>(*host_loss->data<float>()) * static_cast<double>(rows);
+      p.loss_count += rows;  // the epoch's loss is the mean over its samples, at any world size
       ++p.step;
-      samples += (*batch)->images.shape()[0] * group.world;
+      // The step's global batch: --batch, or what is left of the epoch in its last step.
+      samples += std::min(o.batch, sampler->TotalSize() - (*batch)->index * o.batch);
       progress.Update((*loader)->state().offset / local_batch, steps_per_epoch, samples, start);
       bool end_of_epoch = (*loader)->state().offset >= sampler->NumSamples();
       if (manager && leader && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0 &&

@@ -8,9 +8,9 @@ parameters as the C++ example, bit for bit (compare param_hash).
     /usr/bin/python3 examples/fashion_mnist.py --model=cnn --epochs=3 --threads=2
     bazel run -c opt //tools:launch -- --nproc=2 /usr/bin/python3 examples/fashion_mnist.py
 
-Started by the launcher (WORLD_SIZE set) it joins the group through env://, splits the global
---batch evenly, shards the data with a DistributedSampler and averages gradients with DDP; rank
-0 prints and evaluates. Checkpointing (--checkpoint-dir, --resume) is the C++ example's only.
+Started by the launcher (WORLD_SIZE set) it joins the group through env://, shares each step's
+global --batch over the workers (unevenly where their number does not divide it), shards the data
+with a DistributedSampler and averages gradients with DDP; rank 0 prints and evaluates. Checkpointing (--checkpoint-dir, --resume) is the C++ example's only.
 
 With --elastic (under `paddlerun --nproc=N --min-nproc=M`) workers may die, leave on SIGTERM or
 join while the job runs (paddle.distributed.elastic; the C++ example's --elastic, step for step):
@@ -202,11 +202,10 @@ def main(argv):
     if launched():
         dist.init_process_group(o.backend, init_method="env://")
         rank, world = dist.get_rank(), dist.get_world_size()
-        if o.batch % world:
-            sys.exit(f"fashion_mnist: --batch={o.batch} (the global batch) is not a multiple of "
-                     f"the {world} workers")
+        if o.batch < world:
+            sys.exit(f"fashion_mnist: --batch={o.batch} (the global batch) is smaller than the "
+                     f"{world} workers: each reads at least one sample per step")
     leader = rank == 0
-    local_batch = o.batch // world
     train = paddle.data.FashionMNIST("train", o.data_dir).head(o.train_samples)
     test = paddle.data.FashionMNIST("test", o.data_dir).head(o.test_samples)
 
@@ -214,7 +213,10 @@ def main(argv):
     dropout = nn.Generator(o.seed, 1 + rank)
     model = nn.make_model(o.model, o.seed, dropout)
     opt = make_optimizer(o, model.parameters())
-    sampler = paddle.data.DistributedSampler(len(train), rank, world, o.seed)
+    # Any world size: the ranks share each step's --batch samples, unevenly where the world size
+    # does not divide it (Note [Uneven shares] in paddle/data/distributed_sampler.h).
+    sampler = paddle.data.DistributedSampler(len(train), rank, world, o.seed, global_batch=o.batch)
+    local_batch = sampler.local_batch
     ddp = None
     if world > 1 or launched():
         ddp = dist.DistributedDataParallel(model, bucket_cap_mb=o.bucket_cap_mb,
@@ -244,28 +246,32 @@ def main(argv):
     step = 0
     last_json = None
     for epoch in range(o.epochs):
-        loss_sum, loss_count, samples = 0.0, 0, 0
+        loss_sum, loss_count, samples, steps = 0.0, 0, 0, 0
         wait_before = ddp.comm_wait_seconds() if ddp else 0.0
         start = last_report = time.monotonic()
         for images, labels in loader.epoch(epoch):
             schedule.apply(opt)
             opt.zero_grad()
             loss = cross_entropy(forward(images), labels)
+            # Weighted by this rank's share of --batch: 1 in a full step of an even split.
+            weight = images.shape[0] * world / o.batch
+            weighted = loss * weight if weight != 1.0 else loss
             if ddp:
-                ddp.backward(loss)
+                ddp.backward(weighted)
             else:
-                loss.backward()
+                weighted.backward()
             opt.step()
             if local_sgd:
                 local_sgd.after_step()
-            loss_sum += loss.item()
-            loss_count += 1
+            loss_sum += loss.item() * images.shape[0]  # the epoch's mean over its samples
+            loss_count += images.shape[0]
             step += 1
-            samples += images.shape[0] * world
+            samples += min(o.batch, sampler.total_size - steps * o.batch)  # the step's global batch
+            steps += 1
             now = time.monotonic()
             if leader and now - last_report >= 5:  # the C++ example's non-terminal progress
                 last_report = now
-                done = loss_count
+                done = steps
                 print(f"  step {done}/{steps_per_epoch}  samples/s {samples / (now - start):.0f}"
                       f"  ETA {(now - start) * (steps_per_epoch - done) / done:.0f}s",
                       flush=True)

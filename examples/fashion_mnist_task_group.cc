@@ -104,7 +104,7 @@ absl::Status TaskGroupTrainer::Setup() {
           absl::StrCat("--data=tasks: PADDLE_RESTART_COUNT is '", r, "', not a count"));
     }
   }
-  RETURN_IF_ERROR(JoinLaunchedGroup(Backend::kNative, run_.batch, &group_));
+  RETURN_IF_ERROR(JoinLaunchedGroup(Backend::kNative, &group_));
   dropout_ = std::make_shared<nn::Generator>(static_cast<uint64_t>(run_.seed),
                                              1 + static_cast<uint64_t>(group_.rank));
   ASSIGN_OR_RETURN(model_, nn::MakeModel(run_.model, static_cast<uint64_t>(run_.seed), dropout_));

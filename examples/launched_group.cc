@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 
-#include "absl/strings/str_cat.h"
 #include "paddle/core/deadline.h"
 #include "paddle/core/status.h"
 
@@ -15,7 +14,7 @@ bool StartedAsGroup() {
            std::getenv("SLURM_NTASKS") != nullptr));
 }
 
-absl::Status JoinLaunchedGroup(Backend backend, int64_t global_batch, LaunchedGroup* g) {
+absl::Status JoinLaunchedGroup(Backend backend, LaunchedGroup* g) {
   ASSIGN_OR_RETURN(g->rendezvous, Rendezvous("env://", DefaultTimeout(TimeoutKind::kStore)));
   CommunicatorOptions options;
   options.backend = backend;
@@ -25,11 +24,6 @@ absl::Status JoinLaunchedGroup(Backend backend, int64_t global_batch, LaunchedGr
   ASSIGN_OR_RETURN(g->comm, Communicator::Create(options));
   g->rank = g->rendezvous.rank;
   g->world = g->rendezvous.world_size;
-  if (global_batch % g->world != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch=", global_batch,
-                                                   " (the global batch) is not a multiple of the ",
-                                                   g->world, " workers"));
-  }
   return absl::OkStatus();
 }
 

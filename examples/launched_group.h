@@ -24,9 +24,8 @@ struct LaunchedGroup {
 // Whether a launcher, mpirun or srun started this process as one of a group.
 bool StartedAsGroup();
 
-// Joins the group with `backend`; kInvalidArgument when `global_batch` is not a multiple of the
-// world size.
-absl::Status JoinLaunchedGroup(Backend backend, int64_t global_batch, LaunchedGroup* g);
+// Joins the group with `backend`.
+absl::Status JoinLaunchedGroup(Backend backend, LaunchedGroup* g);
 
 }  // namespace paddle::examples
 

@@ -96,16 +96,24 @@ class MakeShardsTest(unittest.TestCase):
         self.assertEqual(slurp(idx, "rb"), before)
 
     def test_fashion_mnist_test_split(self):
-        r = run([MAKE_SHARDS, "--out=" + self.dir, "--fashion-mnist", "--split=test",
+        out = os.path.join(self.dir, "not", "made", "yet")  # --out is created
+        r = run([MAKE_SHARDS, "--out=" + out, "--fashion-mnist", "--split=test",
                  "--records-per-shard=4000"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        manifest = slurp(os.path.join(self.dir, "MANIFEST"))
+        self.assertIn("wrote 10000 samples to " + out, r.stdout)
+        self.assertEqual(os.listdir(self.dir), ["not"])
+        manifest = slurp(os.path.join(out, "MANIFEST"))
         self.assertIn("field label uint8 1\nfield image uint8 28,28\n", manifest)
         self.assertIn("shard shard-00002-of-00003 2000\n", manifest)
-        records = read_records(os.path.join(self.dir, "shard-00002-of-00003"), check_crc=False)
+        records = read_records(os.path.join(out, "shard-00002-of-00003"), check_crc=False)
         self.assertEqual(len(records), 2000)
         self.assertEqual(struct.unpack_from("<Q", records[0])[0], 8000)
         self.assertTrue(all(len(r) == 8 + 1 + 784 and r[8] < 10 for r in records))
+
+    def test_help(self):
+        r = run([MAKE_SHARDS, "--help"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("usage: make_shards --out=DIR", r.stdout)
 
     def test_bad_inputs(self):
         np.save(os.path.join(self.dir, "f.npy"), np.asfortranarray(np.zeros((3, 2))))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # examples:fashion_mnist data-parallel, real processes over env:// and TCP: 2 and 3 workers
-# train with identical replicas (every rank ends with the same parameters), the JSON line has
+# train with identical replicas (every rank ends with the same parameters), 3 and 5 workers
+# share a global batch they do not divide and match the 1-worker run, the JSON line has
 # world_size and comm_wait_fraction, PADDLE_TIMELINE writes one trace with every rank; a worker
 # that dies makes the others fail within the timeout naming it; a worker with another model is
 # a clear error on every rank, not a hang.
@@ -54,6 +55,30 @@ for rank in range(n):
 PY
 done
 
+# Any world size with the default flags' kind of batch (Note [Uneven shares]): --batch=64 on 3 and
+# 5 workers steps on the same global batches as 1 worker, each rank's loss weighted by its share,
+# so the loss and the accuracy are the 1-worker run's up to the order of float sums.
+uneven=(--model=mlp --epochs=2 --batch=64 --train-samples=1260 --test-samples=500 --seed=4)
+run uneven1 1 "${uneven[@]}"
+for n in 3 5; do
+  run "uneven$n" $n "${uneven[@]}"
+  for ((r = 0; r < n; r++)); do
+    [[ $(cat "$work/uneven$n.rc.$r") == 0 ]] ||
+      fail "--batch=64 on $n workers: rank $r failed: $(tail -3 "$work/uneven$n.err.$r")"
+  done
+  /usr/bin/python3 - "$work/uneven1.out.0" "$work/uneven$n.out.0" "$n" <<'PY' ||
+import json, sys
+one, many = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:3])
+n = int(sys.argv[3])
+assert many["world_size"] == n, many
+assert abs(many["train_loss"] - one["train_loss"]) < 1e-4 * one["train_loss"], (one, many)
+assert abs(many["test_accuracy"] - one["test_accuracy"]) <= 0.004, (one, many)
+print(f"n={n}: train_loss {many['train_loss']} (1 worker {one['train_loss']}), "
+      f"test_accuracy {many['test_accuracy']} (1 worker {one['test_accuracy']})")
+PY
+    fail "--batch=64 on $n workers differs from 1 worker"
+done
+
 # --barrier-only: the workers meet every step but average no gradient: the run completes and its
 # timeline has no bucket allreduce.
 PADDLE_TIMELINE=$work/barrier.json run barrier 2 "${common[@]}" --barrier-only
@@ -83,9 +108,12 @@ for r in 0 1; do
     fail "mismatch: rank $r message: $(cat "$work/mismatch.err.$r")"
 done
 
-# The global batch must split evenly.
-run odd 2 --model=mlp --batch=61 --epochs=1 --train-samples=1200
-grep -q "not a multiple of the 2 workers" "$work/odd.err.0" || fail "odd batch: $(cat "$work/odd.err.0")"
+# A global batch smaller than the world is refused on every rank, naming both.
+run small 3 --model=mlp --batch=2 --epochs=1 --train-samples=1200
+for r in 0 1 2; do
+  grep -q -- "--batch=2 (the global batch) is smaller than the 3 workers" "$work/small.err.$r" ||
+    fail "--batch=2 on 3 workers, rank $r: $(cat "$work/small.err.$r")"
+done
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s); outputs in $work" >&2; exit 1; }
 echo PASS

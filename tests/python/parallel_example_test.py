@@ -1,7 +1,8 @@
-"""examples/fashion_mnist.py under the launcher with --elastic (paddle.distributed.elastic) and
---local-sgd (paddle.distributed.LocalSGD): the same parameters as the C++ example with the same
-flags, bit for bit; and an elastic job that loses a worker to SIGKILL, admits its restarted
-replacement and lets another leave on SIGTERM finishes with exit 0."""
+"""examples/fashion_mnist.py under the launcher with --elastic (paddle.distributed.elastic),
+--local-sgd (paddle.distributed.LocalSGD) and on 3 workers with the default --batch=128: the same
+parameters as the C++ example with the same flags, bit for bit; and an elastic job that loses a
+worker to SIGKILL, admits its restarted replacement and lets another leave on SIGTERM finishes
+with exit 0."""
 import json
 import os
 import signal
@@ -46,6 +47,13 @@ def test_local_sgd_same_parameters_as_the_cpp_example():
     python_and_cpp(["--nproc=2"], ["--model=mlp", "--threads=1", "--epochs=1",
                                    "--train-samples=3000", "--test-samples=500", "--local-sgd=4",
                                    "--local-sgd-warmup=5", "--outer-momentum=0.5"])
+
+
+def test_three_workers_share_the_default_batch_as_the_cpp_example():
+    # 128 does not divide by 3: 43, 43 and 42 samples a step (Note [Uneven shares]).
+    runs = python_and_cpp(["--nproc=3"], ["--model=mlp", "--threads=1", "--epochs=1",
+                                          "--train-samples=2000", "--test-samples=500"])
+    assert runs["c++"]["world_size"] == 3, runs
 
 
 def test_kill_join_and_leave():
