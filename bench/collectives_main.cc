@@ -172,8 +172,8 @@ Parsed ParseFlags(int argc, char** argv, Flags* flags) {
       ok = absl::SimpleAtoi(value, &flags->store_port);
       expected = "a port";
     } else {
-      std::fprintf(stderr, "collectives: unknown flag \"%s\" (--help lists the flags)\n%s",
-                   argv[i], kUsage);
+      std::fprintf(stderr, "collectives: unknown flag \"%s\" (--help lists the flags)\n%s", argv[i],
+                   kUsage);
       return Parsed::kBad;
     }
     if (!ok) {
