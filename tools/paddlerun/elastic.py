@@ -45,9 +45,20 @@ from paddlerun import logs, options
 STORE_SERVER = "//tools:paddle_store_server"
 
 
+def store_server_command(script):
+    """The paddle_store_server to run: the one installed beside this package (the wheel puts it in
+    paddlerun/bin/, tools/wheel/stage_and_build.py), else the label's binary in the launcher's
+    runfiles or a workspace's bazel-bin (options.resolve_program). Raises UsageError."""
+    packaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
+                            "paddle_store_server")
+    if os.path.isfile(packaged) and os.access(packaged, os.X_OK):
+        return [packaged]
+    return options.resolve_program(STORE_SERVER, script)
+
+
 def start_store(script, token, say, host="127.0.0.1", port=0):
     """(Popen, port) of a paddle_store_server on host:port; raises RuntimeError."""
-    command = options.resolve_program(STORE_SERVER, script) + [f"--host={host}", f"--port={port}"]
+    command = store_server_command(script) + [f"--host={host}", f"--port={port}"]
     env = dict(os.environ)
     if token:
         env[options.TOKEN_ENV] = token
