@@ -95,18 +95,19 @@ absl::Status StampMismatchError(int rank, int world_size, int peer, absl::string
                         ", which expects ", theirs.recv_count, "; rank ", peer, " sends ",
                         theirs.send_count, ", rank ", rank, " expects ", mine.recv_count, ")");
   }
-  return ErrorContext()
-      .Rank(rank, world_size)
-      .Peer(peer, peer_address)
-      .Op(OpKindName(static_cast<OpKind>(mine.kind)), static_cast<int64_t>(mine.seq))
-      .Hint(
-          "every rank must call the same collectives in the same order with the same dtype, "
-          "element count, root and reduce op; PADDLE_DEBUG_CHECKS=1 compares all ranks' calls "
-          "before each collective and lists them")
-      .Wrap(absl::InvalidArgumentError(
-          absl::StrCat("ranks called different collectives (Note [Agreement check], found by the ",
-                       where, "): rank ", rank, " called ", DescribeStamp(mine), " but rank ", peer,
-                       " called ", DescribeStamp(theirs), pair)));
+  return MarkRanksDisagree(
+      ErrorContext()
+          .Rank(rank, world_size)
+          .Peer(peer, peer_address)
+          .Op(OpKindName(static_cast<OpKind>(mine.kind)), static_cast<int64_t>(mine.seq))
+          .Hint(
+              "every rank must call the same collectives in the same order with the same dtype, "
+              "element count, root and reduce op; PADDLE_DEBUG_CHECKS=1 compares all ranks' calls "
+              "before each collective and lists them")
+          .Wrap(absl::InvalidArgumentError(absl::StrCat(
+              "ranks called different collectives (Note [Agreement check], found by the ", where,
+              "): rank ", rank, " called ", DescribeStamp(mine), " but rank ", peer, " called ",
+              DescribeStamp(theirs), pair))));
 }
 
 }  // namespace paddle

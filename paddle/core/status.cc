@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -9,8 +10,18 @@
 namespace paddle {
 namespace {
 
+constexpr absl::string_view kRanksDisagreeUrl = "type.paddle/RanksDisagree";
+
 std::string FormatSeconds(absl::Duration d) {
   return absl::StrFormat("%.3gs", absl::ToDoubleSeconds(d));
+}
+
+// `status` with the code and payloads of `from` and the message `message`.
+absl::Status Remessage(const absl::Status& from, absl::string_view message) {
+  absl::Status out(from.code(), message);
+  from.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 }  // namespace
@@ -75,12 +86,21 @@ absl::Status ErrorContext::Wrap(const absl::Status& status) const {
   const std::string where = Describe();
   if (!where.empty()) absl::StrAppend(&message, " [", where, "]");
   if (!hint_.empty()) absl::StrAppend(&message, "; ", hint_);
-  return absl::Status(status.code(), message);
+  return Remessage(status, message);
 }
 
 absl::Status Annotate(const absl::Status& status, absl::string_view what) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+  return Remessage(status, absl::StrCat(what, ": ", status.message()));
+}
+
+absl::Status MarkRanksDisagree(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kRanksDisagreeUrl, absl::Cord("1"));
+  return status;
+}
+
+bool RanksDisagree(const absl::Status& status) {
+  return status.GetPayload(kRanksDisagreeUrl).has_value();
 }
 
 }  // namespace paddle

@@ -55,7 +55,16 @@ class ErrorContext {
 
 // Returns `status` with "what: " prefixed to its message (code kept; OK stays OK). For adding the
 // caller's view of a failure: Annotate(s, "connecting to the TCPStore at host:port").
+// Wrap and Annotate keep the status's payloads (MarkRanksDisagree's among them).
 absl::Status Annotate(const absl::Status& status, absl::string_view what);
+
+// Note [Ranks disagree]: when the ranks' calls do not match each other (found by the agreement
+// check, the ring stamps or PADDLE_DEBUG_CHECKS), the error keeps kInvalidArgument, as the calls
+// are invalid together, and carries this mark: no one rank's argument is at fault, so the Python
+// boundary raises DistError for it, not the ValueError of a rank's own bad argument
+// (Note [Status to exception] in python/bindings/common.h).
+absl::Status MarkRanksDisagree(absl::Status status);
+bool RanksDisagree(const absl::Status& status);
 
 }  // namespace paddle
 

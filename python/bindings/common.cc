@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "paddle/core/status.h"
 
 namespace paddle::python {
 namespace {
@@ -56,7 +57,7 @@ void ThrowStatus(const absl::Status& status, ErrorArea area) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
-      type = PyExc_ValueError;
+      type = RanksDisagree(status) ? t.dist : PyExc_ValueError;
       break;
     case absl::StatusCode::kNotFound:
       type = area == ErrorArea::kStore ? t.store : PyExc_FileNotFoundError;

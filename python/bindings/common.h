@@ -2,7 +2,11 @@
 // absl::Status into Python exceptions, and the numpy <-> Tensor bridge.
 //
 // Note [Status to exception]: ThrowStatus is the only place a C++ error becomes a Python one, so
-// a code means the same exception everywhere:
+// a code means the same exception everywhere. The rule: a rank's own bad argument is a ValueError;
+// what happens between ranks (their calls disagree, a peer dies, a timeout) is a DistError, a
+// RuntimeError as in PyTorch.
+//   ranks that disagree            -> paddle.distributed.DistError (kInvalidArgument marked by
+//                                     MarkRanksDisagree, Note [Ranks disagree] in status.h)
 //   kInvalidArgument, kOutOfRange  -> ValueError
 //   kNotFound                      -> FileNotFoundError
 //   kDeadlineExceeded              -> paddle.distributed.DistTimeoutError

@@ -46,6 +46,22 @@ TEST(AnnotateTest, PrefixesAndKeepsCode) {
   EXPECT_EQ(s.message(), "connecting to h:1: connection refused");
 }
 
+// Note [Ranks disagree]: the mark survives the context added on the way up, which the Python
+// boundary needs to raise DistError rather than ValueError.
+TEST(RanksDisagreeTest, MarkSurvivesWrapAndAnnotate) {
+  const absl::Status plain = absl::InvalidArgumentError("count is -1");
+  EXPECT_FALSE(RanksDisagree(plain));
+  const absl::Status marked = MarkRanksDisagree(absl::InvalidArgumentError("ranks differ"));
+  EXPECT_TRUE(RanksDisagree(marked));
+  EXPECT_EQ(marked.code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status wrapped = Annotate(ErrorContext().Rank(1, 2).Wrap(marked), "broadcast #1");
+  EXPECT_TRUE(RanksDisagree(wrapped));
+  EXPECT_EQ(wrapped.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(wrapped.message(), "broadcast #1: ranks differ [rank 1/2]");
+  EXPECT_FALSE(RanksDisagree(Annotate(plain, "allreduce #1")));
+  EXPECT_TRUE(MarkRanksDisagree(absl::OkStatus()).ok());
+}
+
 absl::Status FailIfNegative(int x) {
   if (x < 0) return absl::InvalidArgumentError("negative");
   return absl::OkStatus();

@@ -179,7 +179,7 @@ def check_mismatch(rank, world):
     start = time.monotonic()
     try:
         dist.all_reduce(np.zeros(4 + rank, np.float32))
-    except (dist.DistError, ValueError) as e:
+    except dist.DistError as e:  # ranks that disagree: not a ValueError
         print(f"raised {type(e).__name__} after {time.monotonic() - start:.1f}s: {e}")
         return
     raise AssertionError("a mismatched all_reduce did not raise")
@@ -192,10 +192,29 @@ def check_off_by_one(rank, world):
     try:
         dist.all_reduce(np.ones(101 if rank == world - 1 else 100, np.float32))
         dist.barrier()  # a rank that met no mismatched data learns of it here
-    except (dist.DistError, ValueError) as e:
+    except dist.DistError as e:  # ranks that disagree: not a ValueError
         print(f"raised {type(e).__name__} after {time.monotonic() - start:.1f}s: {e}")
         return
     raise AssertionError("an all_reduce of 101 against 100 elements did not raise")
+
+
+def check_different_ops(rank, world):
+    """Rank 0 calls all_reduce, the others broadcast: the ranks disagree, which is a DistError (a
+    RuntimeError) on every rank, not the ValueError of a rank's own bad argument."""
+    start = time.monotonic()
+    x = np.ones(64, np.float32)
+    try:
+        if rank == 0:
+            dist.all_reduce(x)
+        else:
+            dist.broadcast(x, src=0)
+        dist.barrier()  # a rank that met no mismatched data learns of it here
+    except Exception as e:  # noqa: BLE001 - the test checks which type it is
+        print(f"raised {type(e).__name__} (DistError {isinstance(e, dist.DistError)}, "
+              f"RuntimeError {isinstance(e, RuntimeError)}) after "
+              f"{time.monotonic() - start:.1f}s: {e}")
+        return
+    raise AssertionError("all_reduce against broadcast did not raise")
 
 
 def check_dead_peer(rank, world):
@@ -303,7 +322,7 @@ def main():
                             world_size=world, timeout=timeout)
     assert dist.is_initialized() and dist.get_rank() == rank and dist.get_world_size() == world
     globals()["check_" + scenario](rank, world)
-    if scenario not in ("dead_peer", "timeout", "mismatch", "off_by_one"):
+    if scenario not in ("dead_peer", "timeout", "mismatch", "off_by_one", "different_ops"):
         dist.barrier()
         dist.destroy_process_group()
         assert not dist.is_initialized()

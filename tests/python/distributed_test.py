@@ -93,6 +93,18 @@ def test_count_off_by_one_raises_on_every_rank_by_default(backend):
     assert named >= 1, results
 
 
+@pytest.mark.parametrize("backend", ["native", "gloo"])
+def test_ranks_calling_different_collectives_raise_dist_error(backend):
+    # Ranks that disagree are a DistError, as docs/python.md says, not a ValueError (which is for
+    # a rank's own bad argument; Note [Status to exception]).
+    results = run_ranks("different_ops", 2, env={"PADDLE_TEST_BACKEND": backend,
+                                                 "PADDLE_TEST_TIMEOUT": "30"}, limit=60)
+    assert_all_ok(results)
+    for _, out, _ in results:
+        assert "raised" in out and "(DistError True, RuntimeError True)" in out, out
+    assert any("called different collectives" in out for _, out, _ in results), results
+
+
 def test_dead_peer_raises_dist_peer_error():
     results = run_ranks("dead_peer", 3, env={"PADDLE_TEST_TIMEOUT": "20"}, limit=60)
     assert_all_ok(results, ranks=[0, 1])

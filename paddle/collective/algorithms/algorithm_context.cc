@@ -593,13 +593,14 @@ absl::Status RingStamps::Close() {
   bool transport_failed = false;
   while (s.ok() && !expected_.empty()) s = ReceiveLocked(deadline, &transport_failed);
   if (s.ok() && !arrived_.empty()) {
-    s = ErrorContext()
+    s = MarkRanksDisagree(
+        ErrorContext()
             .Rank(transport_.rank(), transport_.world_size())
             .Peer(previous_, transport_.channel(previous_).peer_address())
             .Wrap(absl::InvalidArgumentError(absl::StrCat(
                 "ranks called different collectives (Note [Ring stamp]): rank ", previous_,
                 " called ", arrived_.size(), " more, the first ", DescribeStamp(arrived_.front()),
-                ", which rank ", transport_.rank(), " never called")));
+                ", which rank ", transport_.rank(), " never called"))));
   }
   if (!s.ok()) {
     // After another failure the transport is poisoned already and the cause was reported.

@@ -332,16 +332,15 @@ absl::Status CheckCallAcrossRanks(PeerExchange& exchange, const CollectiveCall& 
                                 " found that the ranks' calls do not match (their own errors say "
                                 "how); this rank's view agrees");
   }
-  absl::Status error =
+  absl::Status error = MarkRanksDisagree(
       ErrorContext()
           .Rank(me, n)
           .Op(OpKindName(call.kind), static_cast<int64_t>(seq))
           .Waited(deadline.Elapsed(), deadline.timeout())
-          .Hint(
-              "every rank must make the same collective calls in the same order, with the "
-              "same dtype, counts, root and reduce op (found by PADDLE_DEBUG_CHECKS)")
+          .Hint("every rank must make the same collective calls in the same order, with the "
+                "same dtype, counts, root and reduce op (found by PADDLE_DEBUG_CHECKS)")
           .Wrap(absl::InvalidArgumentError(absl::StrCat("collective debug check before ",
-                                                        call.Describe(seq), ": ", disagreement)));
+                                                        call.Describe(seq), ": ", disagreement))));
   PADDLE_LOG(ERROR, COLL) << error;
   return error;
 }

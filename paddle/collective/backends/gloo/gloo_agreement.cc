@@ -119,8 +119,8 @@ absl::Status GlooCommunicator::ExchangeStamps(const CollectiveCall& call, const 
   if (mismatch.ok()) return mismatch;
   *poison = !everyone_sees;
   if (others.empty()) return mismatch;
-  return absl::InvalidArgumentError(
-      absl::StrCat(mismatch.message(), "; other ranks that differ: ", absl::StrJoin(others, "; ")));
+  return MarkRanksDisagree(absl::InvalidArgumentError(absl::StrCat(
+      mismatch.message(), "; other ranks that differ: ", absl::StrJoin(others, "; "))));
 }
 
 }  // namespace paddle
