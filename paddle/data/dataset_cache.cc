@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "paddle/core/settings.h"
 #include "paddle/core/status.h"
@@ -162,6 +163,7 @@ void CacheProgress::Update(int64_t done, int64_t total) {
 }
 
 void CacheProgress::Done(absl::string_view where) {
+  absl::ConsumeSuffix(&where, ".partial");  // where it is kept once CachedFolder renames it
   std::fprintf(stderr, "%s%s: done in %.1f s: %.*s\n", tty_ ? "\r\x1b[K" : "", what_.c_str(),
                absl::ToDoubleSeconds(absl::Now() - start_), static_cast<int>(where.size()),
                where.data());

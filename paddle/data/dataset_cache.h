@@ -44,7 +44,7 @@ class CacheProgress {
  public:
   CacheProgress(std::string what, std::string unit);
   void Update(int64_t done, int64_t total);
-  void Done(absl::string_view where);
+  void Done(absl::string_view where);  // `where`: the folder being made (its .partial name is fine)
 
  private:
   std::string what_, unit_;
