@@ -64,8 +64,14 @@ venv="$work/venv"
 t1=$SECONDS
 run /usr/bin/python3 -m venv --system-site-packages "$venv" || die "python3 -m venv failed"
 # As a user types it: no --no-deps (numpy comes from Debian's site-packages), nothing downloaded.
-run "$venv/bin/pip" install --quiet --disable-pip-version-check --no-index "$wheel" \
+run "$venv/bin/pip" install --disable-pip-version-check --no-index "$wheel" \
   >"$work/pip.out" 2>&1 || die "pip install failed: $(cat "$work/pip.out")"
+# A paddle-collective that the venv sees outside itself (pip installed system-wide, or an old
+# tools/install-python .pth file) makes pip skip the wheel.
+seen="paddle-collective is already installed|already satisfied: paddle-collective"
+! grep -Eq "$seen" "$work/pip.out" ||
+  fail "pip installed nothing: paddle-collective is installed outside the venv and seen through" \
+    "--system-site-packages: $(grep -E "$seen" "$work/pip.out")"
 echo "venv + pip install: $((SECONDS - t1)) s"
 
 run "$venv/bin/python" - "$venv" <<'PY' || fail "imports from the venv"
