@@ -22,7 +22,7 @@ TOOLS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "t
 sys.path.insert(0, TOOLS)
 
 import k8s_manifest as k8s  # noqa: E402
-from paddlerun import kvstore, logs, main, options, rendezvous  # noqa: E402
+from paddlerun import kvstore, labels, logs, main, options, rendezvous  # noqa: E402
 
 # paddlerun in a process of its own, from this tree's tools/: PADDLERUN + [launcher flags...].
 PADDLERUN = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from paddlerun "
@@ -110,9 +110,9 @@ class OptionsTest(unittest.TestCase):
         listed = set(re.findall(r"(?<![\w-])-{1,2}[A-Za-z][\w-]*", r.stdout))
         self.assertEqual(accepted - listed, set())
         self.assertNotRegex(r.stdout, r"-\w+-\n")  # a name wrapped at its hyphen
-        # And every option an option's help mentions is one the parser accepts.
+        # And every option an option's help mentions is one the parser accepts (not --rdzv-*).
         mentioned = {o for a in ap._actions if a.help
-                     for o in re.findall(r"(?<![\w-])--[a-z][\w-]*\w(?![\w*-])", a.help)}  # not --rdzv-*
+                     for o in re.findall(r"(?<![\w-])--[a-z][\w-]*\w(?![\w*-])", a.help)}
         self.assertEqual(mentioned - accepted, set())
 
     def test_launch_py_runs_as_a_program(self):
@@ -270,6 +270,117 @@ class JobTokenTest(unittest.TestCase):
         launch = re.search(r'py_binary\(\s*name = "launch",.*?data = \[(.*?)\]', build, re.S)
         data = set(re.findall(r'"(//[^"]+)"', launch.group(1)))
         self.assertEqual(set(options.LAUNCH_LABELS), data)
+
+
+# A stand-in for bazel (a test must not run the real one: the `bazel test` running it holds the
+# lock): it records "cwd args" in $FAKE_LOG; `build` makes //examples:train's binary in $FAKE_BIN
+# (after $FAKE_SLOW seconds) or fails with $FAKE_FAIL; `info` prints $FAKE_BIN.
+FAKE_BAZEL = """#!/bin/sh
+echo "$(pwd) $*" >>"$FAKE_LOG"
+case "$1" in
+  build)
+    if [ -n "$FAKE_FAIL" ]; then echo "Loading: 0 packages" >&2; echo "$FAKE_FAIL" >&2; exit 1; fi
+    sleep "${FAKE_SLOW:-0}"
+    mkdir -p "$FAKE_BIN/examples"
+    printf '#!/bin/sh\\necho opt build "$@"\\n' >"$FAKE_BIN/examples/train"
+    chmod +x "$FAKE_BIN/examples/train" ;;
+  info) echo "$FAKE_BIN" ;;
+esac
+"""
+
+
+class LabelTest(unittest.TestCase):
+    """Note [Optimized labels]: a label runs its -c opt --config=opt build, built by the launcher
+    unless it must not (--no-build, a Bazel test, no workspace or no bazel)."""
+
+    def setUp(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", d])
+        self.ws = os.path.join(d, "ws")
+        os.makedirs(os.path.join(d, "fake"))
+        os.makedirs(self.ws)
+        open(os.path.join(self.ws, "WORKSPACE"), "w").close()
+        with open(os.path.join(d, "fake", "bazel"), "w") as f:
+            f.write(FAKE_BAZEL)
+        os.chmod(os.path.join(d, "fake", "bazel"), 0o755)
+        self.log = os.path.join(d, "bazel.log")
+        self.bin = os.path.join(d, "out", "bazel-out", "k8-opt", "bin")
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("TEST_SRCDIR", "BUILD_WORKSPACE_DIRECTORY", "RUNFILES_DIR")}
+        self.env.update(PATH=os.path.join(d, "fake") + ":/bin:/usr/bin", PADDLE_WORKSPACE=self.ws,
+                        FAKE_LOG=self.log, FAKE_BIN=self.bin)
+        self.script = os.path.join(d, "launch")  # no runfiles, no workspace around it
+
+    def calls(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def binary(self, path, text):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\necho {text}\n")
+        os.chmod(path, 0o755)
+
+    def test_the_launcher_builds_the_label_optimized_and_names_the_binary(self):
+        r = subprocess.run(PADDLERUN + ["--nproc=1", "//examples:train", "a"], env=self.env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("[rank 0] opt build a", r.stdout)
+        self.assertEqual(self.calls(), [f"{self.ws} build -c opt --config=opt //examples:train",
+                                        f"{self.ws} info -c opt --config=opt bazel-bin"])
+        self.assertRegex(r.stderr, rf"paddlerun: //examples:train runs {re.escape(self.bin)}/"
+                                   r"examples/train \(k8-opt; bazel build -c opt --config=opt, "
+                                   r"[0-9.]+ s\)\n")
+        # The workspace `bazel run` was started in comes first.
+        other = os.path.join(os.path.dirname(self.ws), "other")
+        os.makedirs(other)
+        open(os.path.join(other, "WORKSPACE"), "w").close()
+        labels.Resolver(environ=dict(self.env, BUILD_WORKSPACE_DIRECTORY=other)).resolve(
+            "//examples:train", self.script)
+        self.assertEqual(self.calls()[-2], f"{other} build -c opt --config=opt //examples:train")
+
+    def test_no_build_takes_the_opt_output_over_bazel_bin(self):
+        self.binary(os.path.join(self.ws, "bazel-bin", "examples", "train"), "fastbuild")
+        said = []
+        resolver = labels.Resolver(build=False, say=said.append, environ=self.env)
+        self.assertEqual(resolver.resolve("//examples:train", self.script),
+                         os.path.join(self.ws, "bazel-bin", "examples", "train"))
+        opt = os.path.join(self.ws, "bazel-out", "k8-opt", "bin", "examples", "train")
+        self.binary(opt, "opt")
+        resolver = labels.Resolver(build=False, say=said.append, environ=self.env)
+        self.assertEqual(resolver.resolve("//examples:train", self.script), opt)
+        self.assertEqual(said[-1], f"//examples:train runs {opt} (k8-opt; not built: --no-build)")
+        self.assertEqual(self.calls(), [])
+        # Inside a Bazel test nothing is built either (its bazel holds the lock), nor without bazel.
+        for env, why in ((dict(self.env, TEST_SRCDIR="/x"), "in a Bazel test"),
+                         (dict(self.env, PATH=os.path.dirname(self.log)), "no bazel on PATH")):
+            labels.Resolver(say=said.append, environ=env).resolve("//examples:train", self.script)
+            self.assertTrue(said[-1].endswith(f"(k8-opt; not built: {why})"), said[-1])
+        self.assertEqual(self.calls(), [])
+
+    def test_a_failed_build_is_a_one_line_usage_error(self):
+        env = dict(self.env, FAKE_FAIL="ERROR: Skipping '//examples:nothing': no such target")
+        r = subprocess.run(PADDLERUN + ["--nproc=1", "//examples:nothing"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.splitlines(), [
+            f"paddlerun: error: `bazel build -c opt --config=opt //examples:nothing` in {self.ws} "
+            "failed (exit 1): ERROR: Skipping '//examples:nothing': no such target; fix it, or "
+            "give --no-build to run what is built already"])
+
+    def test_a_slow_build_is_announced(self):
+        said = []
+        saved, labels.SLOW_BUILD_S = labels.SLOW_BUILD_S, 0.2
+        try:
+            labels.Resolver(say=said.append, environ=dict(self.env, FAKE_SLOW="1")).resolve(
+                "//examples:train", self.script)
+        finally:
+            labels.SLOW_BUILD_S = saved
+        self.assertIn("`bazel build -c opt --config=opt //examples:train` is taking a while",
+                      said[0])
+        self.assertIn("k8-opt; bazel build", said[1])
 
 
 class StoreTest(unittest.TestCase):

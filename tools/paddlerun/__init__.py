@@ -2,6 +2,8 @@
 
 The modules, from the bottom up:
   options     the command line (every option, the environment contract, --help)
+  labels      which binary a Bazel label runs: its -c opt --config=opt build (Note [Optimized
+              labels])
   kvstore     the key-value stores the node agents meet in: a TCP store hosted by one launcher,
               a shared directory, or etcd's v3 JSON gateway
   rendezvous  the node-level rendezvous on such a store: which nodes form the next attempt, their

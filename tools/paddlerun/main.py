@@ -7,7 +7,7 @@ import socket
 import sys
 import time
 
-from paddlerun import agent, elastic, kvstore, options, rendezvous
+from paddlerun import agent, elastic, kvstore, labels, options, rendezvous
 
 
 def _is_local(host, wait_s=0.0, say=None):
@@ -88,10 +88,14 @@ def main(argv=None, script=None):
     try:
         opts = options.parse(argv)
         token = options.job_token(opts, os.environ)
+        options.LABELS = labels.Resolver(build=not opts.no_build, say=say)
         command = options.resolve_program(opts.program, script, cwd) + opts.args
     except options.UsageError as e:
         say(f"error: {e}")
         return 2
+    except KeyboardInterrupt:  # during a label's build: nothing started yet
+        say("interrupted")
+        return 130
     if opts.min_nproc:  # Note [Elastic launcher]
         code = elastic.ElasticAgent(opts, command, cwd, token, script, sys.stderr).run()
         say(f"exit status {code} after {time.monotonic() - t0:.2f} s")

@@ -25,6 +25,8 @@ import socket
 import textwrap
 import uuid
 
+from paddlerun import labels
+
 USAGE = "paddlerun [options] TARGET_OR_PROGRAM [args...]"
 
 DESCRIPTION = """\
@@ -38,9 +40,9 @@ Starts the workers of a data-parallel job on this node, as torchrun does, and wa
                                                (elastic in process: survivors keep running)
 
 The launcher's options come first; the first positional argument is the program and everything
-after it goes to the program untouched. A Bazel label (//pkg:name) runs its built binary (from the
-launcher's runfiles, else the workspace's bazel-bin); a .py file runs with /usr/bin/python3;
-anything else runs as a program (searched in PATH)."""
+after it goes to the program untouched. A Bazel label (//pkg:name) runs its optimized build: the
+launcher runs `bazel build -c opt --config=opt LABEL` in the workspace first (see --no-build); a
+.py file runs with /usr/bin/python3; anything else runs as a program (searched in PATH)."""
 
 ENVIRONMENT = """\
 environment of every worker (the torchrun contract, plus paddle's names):
@@ -200,6 +202,10 @@ def build_parser():
     add("--no-auth", dest="no_auth", action="store_true",
         help="no job token: anyone who can reach the rendezvous store or the workers' store "
              "can join the job and read or change its keys. Only for a network you trust")
+    add("--no-build", dest="no_build", action="store_true",
+        help="do not run bazel for a label: run its binary from the launcher's runfiles or a "
+             "workspace's bazel-out/k8-opt/bin or bazel-bin as built (for machines without "
+             "Bazel; by default a label's optimized build is brought up to date first)")
     add("program", help="a Bazel label (//pkg:name), a .py file or a program")
     add("args", nargs=argparse.REMAINDER, help="passed to the program untouched")
     return ap
@@ -362,36 +368,10 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
-def runfiles_dirs(script):
-    """The runfiles folders a label may be found in, best first."""
-    dirs = []
-    if os.environ.get("RUNFILES_DIR"):
-        dirs.append(os.environ["RUNFILES_DIR"])
-    d = os.path.abspath(script)
-    while d != "/":
-        if d.endswith(".runfiles"):
-            dirs.append(d)
-            break
-        d = os.path.dirname(d)
-    dirs.append(os.path.abspath(script) + ".runfiles")
-    return dirs
-
-
-def workspace_dirs(script):
-    """Workspaces whose bazel-bin may hold a label's binary (for the installed paddlerun)."""
-    dirs = []
-    if os.environ.get("BUILD_WORKSPACE_DIRECTORY"):
-        dirs.append(os.environ["BUILD_WORKSPACE_DIRECTORY"])
-    if os.environ.get("PADDLE_WORKSPACE"):
-        dirs.append(os.environ["PADDLE_WORKSPACE"])
-    here = os.path.dirname(os.path.realpath(script))
-    while here != "/":
-        if os.path.exists(os.path.join(here, "WORKSPACE")):
-            dirs.append(here)
-            break
-        here = os.path.dirname(here)
-    dirs.append(os.getcwd())
-    return dirs
+# How labels become binaries (labels.py, Note [Optimized labels]). main() replaces it with one
+# that follows the command line (--no-build) and prints which binary runs; elastic.py resolves the
+# store server's label through it later.
+LABELS = labels.Resolver()
 
 
 def _did_you_mean(program):
@@ -427,23 +407,14 @@ def _resolve_file(program, cwd):
 
 
 def resolve_program(program, script, cwd=None):
-    """The command for `program`: a label's binary, python3 for a .py file, else as given.
-    Paths are relative to `cwd` (the workers' folder; default: this process's).
+    """The command for `program`: a label's binary (LABELS), python3 for a .py file, else as
+    given. Paths are relative to `cwd` (the workers' folder; default: this process's).
 
-    Raises UsageError naming where a label was looked for, or what to write instead of a
+    Raises UsageError saying why a label cannot be built or found, or what to write instead of a
     program that is neither a label, a file nor on PATH."""
     if not program.startswith("//"):
         return _resolve_file(program, cwd or os.getcwd())
-    package, _, name = program[2:].partition(":")
-    name = name or package.rsplit("/", 1)[-1]
-    tried = []
-    for d in runfiles_dirs(script):
-        tried.append(os.path.join(d, "paddle", package, name))
-    for d in workspace_dirs(script):
-        tried.append(os.path.join(d, "bazel-bin", package, name))
-    for path in tried:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return [path]
-    raise UsageError(f"{program} is not among the launcher's runfiles nor built in a workspace "
-                     f"(looked at {', '.join(tried)}); add it to the data of //tools:launch, "
-                     f"`bazel build {program}`, or pass the built binary's path")
+    try:
+        return [LABELS.resolve(program, script)]
+    except labels.LabelError as e:
+        raise UsageError(str(e)) from None
