@@ -235,7 +235,7 @@ class JobTokenTest(unittest.TestCase):
                     f.write("#!/bin/sh\n")
                 os.chmod(os.path.join(d, name), mode)
             resolve = lambda program: options.resolve_program(program, "x", d)  # noqa: E731
-            self.assertEqual(resolve("a.py"), ["/usr/bin/python3", "a.py"])
+            self.assertEqual(resolve("a.py"), [sys.executable, "a.py"])  # a venv's paddlerun: its Python
             self.assertEqual(resolve("./prog"), ["./prog"])
             self.assertEqual(resolve("sh"), ["sh"])  # on PATH
             cases = {  # program -> what the one-line usage error says

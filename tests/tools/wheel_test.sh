@@ -108,7 +108,8 @@ print(f"OK {rank}/{world} {dist.get_backend()} {t.tolist()}", flush=True)
 dist.destroy_process_group()
 PY
 t1=$SECONDS
-run "$venv/bin/paddlerun" --nproc=2 "$venv/bin/python" "$work/allreduce.py" >"$work/job.out" 2>&1 ||
+# A .py file runs with the venv's Python (the launcher's own), which sees the venv's paddle.
+run "$venv/bin/paddlerun" --nproc=2 "$work/allreduce.py" >"$work/job.out" 2>&1 ||
   fail "paddlerun --nproc=2 all_reduce job failed: $(tail -5 "$work/job.out")"
 for r in 0 1; do
   grep -Eq "^\[rank $r\] OK $r/2 paddle \[1\.0, 3\.0, 5\.0, 7\.0, 9\.0\]$" "$work/job.out" ||

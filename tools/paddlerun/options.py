@@ -22,6 +22,7 @@ import re
 import secrets
 import shutil
 import socket
+import sys
 import textwrap
 import uuid
 
@@ -42,7 +43,8 @@ Starts the workers of a data-parallel job on this node, as torchrun does, and wa
 The launcher's options come first; the first positional argument is the program and everything
 after it goes to the program untouched. A Bazel label (//pkg:name) runs its optimized build: the
 launcher runs `bazel build -c opt --config=opt LABEL` in the workspace first (see --no-build); a
-.py file runs with /usr/bin/python3; anything else runs as a program (searched in PATH)."""
+.py file runs with the launcher's own Python (a venv's paddlerun: the venv's; /usr/bin/python3
+otherwise); anything else runs as a program (searched in PATH)."""
 
 ENVIRONMENT = """\
 environment of every worker (the torchrun contract, plus paddle's names):
@@ -388,7 +390,9 @@ def _resolve_file(program, cwd):
     path = os.path.join(cwd, program)
     if program.endswith(".py"):
         if os.path.isfile(path):
-            return ["/usr/bin/python3", program]
+            # The launcher's interpreter: a venv's paddlerun runs the venv's Python, which sees the
+            # paddle installed there (under bazel run and tools/install-paddlerun: /usr/bin/python3).
+            return [sys.executable or "/usr/bin/python3", program]
         raise UsageError(f"{program}: no such Python file (in {cwd}){_did_you_mean(program)}")
     if "/" in program:
         if not os.path.isfile(path):
