@@ -351,7 +351,8 @@ const Setting kSettings[] = {
      .type = T::kString,
      .reader = R::kLauncher,
      .default_text = "set by tools/install-paddlerun",
-     .meaning = "the source tree whose bazel-bin the installed paddlerun finds programs in",
+     .meaning = "the workspace in which paddlerun builds a label (-c opt --config=opt) and "
+                "runs its binary from, when not started by bazel run",
      .see = "docs/launch.md"},
 };
 
