@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Counts test cases from Bazel's build event stream and the test.xml files it names.
 
-Usage: test_summary.py [--failed CHECK]... BEP_JSON [BEP_JSON ...]
+Usage: test_summary.py [--failed CHECK | --counts NAME=P,F,S]... BEP_JSON [BEP_JSON ...]
 --failed names a check outside Bazel (tools/lint) that failed; it counts as one failed case.
+--counts adds the passed, failed and skipped cases of one (tools/doc-test's blocks).
 Prints one line per failing target and, last, "N passed, N failed, N skipped" summed over all
 the given Bazel runs. A test case is a gtest TEST / pytest function; a target that produced no
 parseable XML (a crash, a timeout, a build failure) counts as one failed case. Exit code 1 if
@@ -73,9 +74,18 @@ def main(argv):
     totals = [0, 0, 0]
     failures = []
     args = argv[1:]
-    while args and args[0] == "--failed":
-        failures.append(args[1])
-        totals[1] += 1
+    while args and args[0] in ("--failed", "--counts"):
+        if args[0] == "--failed":
+            failures.append(args[1])
+            totals[1] += 1
+        else:  # --counts NAME=P,F,S: the cases of a check outside Bazel (tools/doc-test)
+            name, counts = args[1].split("=", 1)
+            p, f, sk = (int(x) for x in counts.split(","))
+            totals[0] += p
+            totals[1] += f
+            totals[2] += sk
+            if f:
+                failures.append(f"{name}: {f} failed")
         args = args[2:]
     for path in args:
         summarize(path, totals, failures)
