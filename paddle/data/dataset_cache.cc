@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "paddle/core/fnv1a.h"
 #include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 
@@ -73,16 +74,6 @@ class FileLock {
   int fd_;
 };
 
-// 64-bit FNV-1a: a stable name for a key (std::hash may differ between builds).
-uint64_t KeyHash(const std::string& key) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> DatasetCacheRoot() {
@@ -99,7 +90,7 @@ absl::StatusOr<std::string> DatasetCacheRoot() {
 absl::StatusOr<std::string> CachedFolder(const std::string& name, const std::string& key,
                                          const MakeFolderFn& make, absl::Duration wait) {
   ASSIGN_OR_RETURN(const std::string root, DatasetCacheRoot());
-  const std::string folder = absl::StrFormat("%s/%s-%016x", root, name, KeyHash(key));
+  const std::string folder = absl::StrFormat("%s/%s-%016x", root, name, Fnv1a(key));
   std::error_code error;
   if (fs::is_directory(folder, error)) return folder;
   fs::create_directories(root, error);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "paddle/collective/algorithms/allreduce_cost_model.h"
+#include "paddle/core/fnv1a.h"
 #include "paddle/core/settings.h"
 #include "paddle/core/status.h"
 #include "paddle/parallel/reducer/device_memory.h"
@@ -61,15 +62,6 @@ std::vector<std::string> DescribeModel(const nn::Module& module) {
   }
   for (const auto& [name, var] : module.NamedBuffers()) add("buffer", name, var.data());
   return lines;
-}
-
-uint64_t Fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
 }
 
 absl::Status WaitFor(const std::shared_ptr<Work>& work, const std::string& what) {
