@@ -157,7 +157,7 @@ absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(
   ws->header_->attached.fetch_add(1, std::memory_order_acq_rel);
 
   if (options.local_rank == 0 && options.local_size > 1) {
-    // Note [Segment cleanup]: unlink once everybody has mapped it.
+    // Stop sharing once everybody has mapped it (nobody can open it afterwards).
     const Deadline deadline = Deadline::After(options.connect_timeout);
     while (ws->header_->attached.load(std::memory_order_acquire) <
            static_cast<uint32_t>(options.local_size)) {
@@ -172,7 +172,7 @@ absl::StatusOr<std::unique_ptr<NodeWorkspace>> NodeWorkspace::Create(
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
-  ws->segment_->Unlink();
+  ws->segment_->StopSharing();
   return ws;
 }
 

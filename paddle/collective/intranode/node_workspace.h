@@ -9,12 +9,12 @@
 // identically, so a rank always knows which value its peers must have posted (Note [Workspace
 // progress] in shm_collectives.cc).
 //
-// Set-up (Create): local rank 0 creates the segment and publishes its name under
+// Set-up (Create): local rank 0 creates the segment and publishes its reference under
 // `<store_prefix>/segment`; the others open it; each writes its process identity and announces
-// itself; rank 0 then unlinks the name, so no process death can leak it (Note [Segment
-// cleanup] in shm_segment.cc). Failure: a wait ends with an error naming the local peer (its
-// global rank and pid) when that peer died, when it aborted (its cause is copied into the
-// segment, so the survivors can quote it), when this rank was aborted, or at the deadline.
+// itself; rank 0 then stops sharing it (segments have no name, so no process death can leak
+// one: Note [Nameless segments] in shm_segment.cc). Failure: a wait ends with an error naming the
+// local peer (its global rank and pid) when that peer died, when it aborted (its cause is copied
+// into the segment, so the survivors can quote it), when this rank was aborted, or at the deadline.
 #ifndef PADDLE_COLLECTIVE_INTRANODE_NODE_WORKSPACE_H_
 #define PADDLE_COLLECTIVE_INTRANODE_NODE_WORKSPACE_H_
 

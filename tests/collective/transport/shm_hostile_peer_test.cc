@@ -4,6 +4,8 @@
 // records with impossible lengths or stream offsets, impossible ring positions, a segment that
 // is unstamped, of another layout, of a foreign name, size or owner. Each must end in an error
 // that names peer 1 and the field, never in a crash or an overflow (run these under ASan).
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -85,7 +87,7 @@ class HostilePeer {
     if (how.edit) how.edit(*control);
     control->probe = 0x1234567;
     if (how.owner >= 0) {
-      ASSERT_EQ(chown(absl::StrCat("/dev/shm", own_->name()).c_str(), how.owner, -1), 0);
+      ASSERT_EQ(fchown(own_->shared_fd(), how.owner, -1), 0);
     }
     // The entry format of EncodeInfo in shm_transport.cc.
     const std::string info =
@@ -387,8 +389,56 @@ TEST(ShmHostilePeerSetupTest, ForeignNames) {
     absl::Status status = Rank0SetupError(how);
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
     ExpectContainsAll(status, {absl::StrCat("refusing to open shared-memory segment \"", name),
-                               "not a name of this transport", "peer 1 (pid "});
+                               "not a reference of this transport", "peer 1 (pid "});
   }
+}
+
+// Note [Nameless segments]: a reference names a descriptor of the creator; Open maps only the
+// very segment the reference describes, of this PID namespace, while its creator shares it.
+std::string PidNamespaceInode() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? absl::StrCat(st.st_ino) : "0";
+}
+
+TEST(ShmSegmentTest, OpensWhileSharedAndNotAfter) {
+  absl::StatusOr<std::unique_ptr<ShmSegment>> made = ShmSegment::Create("seg-test", 8192);
+  ASSERT_TRUE(made.ok()) << made.status();
+  static_cast<char*>((*made)->data())[100] = 42;
+  EXPECT_TRUE(absl::StartsWith((*made)->name(),
+                               absl::StrCat("/paddle-", PidNamespaceInode(), "-", getpid(), "-")))
+      << (*made)->name();
+  absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open((*made)->name(), 8192);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(static_cast<char*>((*opened)->data())[100], 42);
+  static_cast<char*>((*opened)->data())[200] = 7;
+  EXPECT_EQ(static_cast<char*>((*made)->data())[200], 7);
+  (*made)->StopSharing();
+  EXPECT_EQ((*made)->shared_fd(), -1);
+  absl::StatusOr<std::unique_ptr<ShmSegment>> late = ShmSegment::Open((*made)->name(), 8192);
+  EXPECT_FALSE(late.ok());
+  ExpectContainsAll(late.status(), {"opening shared-memory segment ", (*made)->name()});
+}
+
+TEST(ShmSegmentTest, RefusesAnotherFileOfTheCreator) {
+  // A forged reference that points at a descriptor of the creator holding some other file.
+  const std::string path = absl::StrCat(testing::TempDir(), "/not-a-segment");
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  const std::string forged =
+      absl::StrCat("/paddle-", PidNamespaceInode(), "-", getpid(), "-", fd, "-ws-0000abcd");
+  absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(forged, 4096);
+  close(fd);
+  EXPECT_TRUE(absl::IsPermissionDenied(opened.status())) << opened.status();
+  ExpectContainsAll(opened.status(), {"refusing to map shared-memory segment ", forged,
+                                      "not-a-segment", "not that segment"});
+}
+
+TEST(ShmSegmentTest, RefusesAnotherPidNamespace) {
+  const std::string other = absl::StrCat("/paddle-1-", getpid(), "-3-ws-0000abcd");
+  absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(other, 4096);
+  EXPECT_TRUE(absl::IsFailedPrecondition(opened.status())) << opened.status();
+  ExpectContainsAll(opened.status(), {"was made in PID namespace 1", "must see each other's"});
 }
 
 TEST(ShmHostilePeerSetupTest, WrongSize) {
@@ -404,7 +454,7 @@ TEST(ShmHostilePeerSetupTest, OtherOwner) {
   {
     absl::StatusOr<std::unique_ptr<ShmSegment>> probe = ShmSegment::Create("owner-probe", 4096);
     ASSERT_TRUE(probe.ok()) << probe.status();
-    if (chown(absl::StrCat("/dev/shm", (*probe)->name()).c_str(), 65534, -1) != 0) {
+    if (fchown((*probe)->shared_fd(), 65534, -1) != 0) {
       GTEST_SKIP() << "this process may not give a file to uid 65534 (Bazel's sandbox); it runs "
                       "when the test binary is run directly as root";
     }

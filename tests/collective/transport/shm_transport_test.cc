@@ -244,15 +244,15 @@ uint64_t PidNamespaceInode() {
   return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-// The /dev/shm names the workers' processes left behind.
+// The /dev/shm names the workers' processes left behind. Segments have no name (Note [Nameless
+// segments] in shm_segment.cc), so there must be none, however a worker died.
 std::vector<std::string> LeftoverSegments(const std::vector<WorkerProcess>& workers) {
   std::vector<std::string> left;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return left;
   while (struct dirent* entry = readdir(dir)) {
     for (const WorkerProcess& w : workers) {
-      // Names are /paddle-<pid namespace inode>-<pid>-... (shm_segment.h); the workers share
-      // this process's PID namespace.
+      // The names earlier versions used: /paddle-<pid namespace inode>-<pid>-...
       if (absl::StartsWith(entry->d_name,
                            absl::StrCat("paddle-", PidNamespaceInode(), "-", w.pid, "-"))) {
         left.push_back(entry->d_name);

@@ -31,7 +31,8 @@ std::string HostIdentity() {
   std::string boot;
   std::getline(in, boot);
   return absl::StrCat(host, "/", absl::StripAsciiWhitespace(boot), "/ipc:", NamespaceInode("ipc"),
-                      "/mnt:", NamespaceInode("mnt"), "/net:", NamespaceInode("net"));
+                      "/mnt:", NamespaceInode("mnt"), "/net:", NamespaceInode("net"),
+                      "/pid:", NamespaceInode("pid"));
 }
 
 }  // namespace paddle

@@ -1,11 +1,12 @@
-// A POSIX shared-memory segment (/dev/shm) mapped into this process.
+// A shared-memory segment mapped into this process, and the reference through which other
+// processes of the host open it.
 //
 // Segments are how ranks on one host share memory: the shared-memory transport's rings and the
-// node workspace of the intra-node collectives live in them. One rank creates a segment under a
-// unique name and publishes the name through the store; the others open it; once every rank has
-// mapped it, the creator unlinks the name, so a process killed later leaves nothing behind (the
-// kernel frees the memory with the last mapping). Note [Segment cleanup] in shm_segment.cc says
-// what happens when a process dies before that.
+// node workspace of the intra-node collectives live in them. One rank creates a segment and
+// publishes its reference through the store; the others open it; once every rank has mapped it,
+// the creator stops sharing it (StopSharing), and the memory then lives only in the mappings.
+// A segment has no name in any file system (Note [Nameless segments] in shm_segment.cc), so no
+// death, of any process at any moment, can leave one behind.
 #ifndef PADDLE_COLLECTIVE_TRANSPORT_SHM_SHM_SEGMENT_H_
 #define PADDLE_COLLECTIVE_TRANSPORT_SHM_SHM_SEGMENT_H_
 
@@ -20,40 +21,44 @@ namespace paddle {
 
 class ShmSegment {
  public:
-  // Creates and maps a zero-filled segment of `bytes`. The name is
-  // "/paddle-<pid namespace inode>-<pid>-<tag>-<random>"
-  // (`tag`: letters, digits, '-' and '_', at most 64 characters), unique on this host. Before
-  // creating, removes the segments that earlier processes of this scheme left behind when they
-  // died (Note [Segment cleanup]). Errors name the size and the errno text, and say how much
-  // /dev/shm has free when it is full.
+  // Creates and maps a zero-filled segment of `bytes`, with the reference
+  // "/paddle-<pid namespace inode>-<pid>-<fd>-<tag>-<random>"
+  // (`tag`: letters, digits, '-' and '_', at most 64 characters). Errors name the size and the
+  // errno text.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(absl::string_view tag, size_t bytes);
 
-  // Opens and maps the segment `name` created by another process. `name` may come from anywhere
-  // (a store), so it must be one Create could have made ("/paddle-" and letters, digits, '-' or
-  // '_'; else kInvalidArgument), be a regular file of this process's uid (else
-  // kPermissionDenied) and be exactly `bytes` (else kFailedPrecondition); each error names the
-  // segment and what was found. What the memory holds is the caller's to check.
-  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& name, size_t bytes);
+  // Opens and maps the segment that another process of this host and PID namespace created and
+  // still shares under `reference`. The reference may come from anywhere (a store), so it must
+  // be one Create could have made (else kInvalidArgument), of this PID namespace (else
+  // kFailedPrecondition), still shared by a live creator (else kUnavailable), be that very
+  // segment, of this process's uid (else kPermissionDenied) and exactly `bytes` (else
+  // kFailedPrecondition); each error names the reference and what was found. What the memory
+  // holds is the caller's to check.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& reference,
+                                                          size_t bytes);
 
-  ~ShmSegment();  // unmaps; unlinks the name if this process created it and has not yet
+  ~ShmSegment();  // unmaps, after StopSharing
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  // Removes the name (idempotent); the mapping stays valid in every process that has it.
-  void Unlink();
+  // Closes the handle others open the segment through (idempotent; for an opened segment a
+  // no-op): Open of the reference fails from then on, and the mapping stays valid in every
+  // process that has it.
+  void StopSharing();
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return name_; }  // the reference
+  int shared_fd() const { return fd_; }              // -1 once not shared, or when opened
 
  private:
-  ShmSegment(std::string name, void* data, size_t size, bool owner)
-      : name_(std::move(name)), data_(data), size_(size), linked_(owner) {}
+  ShmSegment(std::string name, void* data, size_t size, int fd)
+      : name_(std::move(name)), data_(data), size_(size), fd_(fd) {}
 
   std::string name_;
   void* data_;
   size_t size_;
-  bool linked_;  // this process created it and has not unlinked it yet
+  int fd_;  // the creator's handle while it shares the segment, else -1
 };
 
 }  // namespace paddle

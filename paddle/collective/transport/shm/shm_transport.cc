@@ -13,9 +13,9 @@
 //     it can read each peer with process_vm_readv (the result goes into its own control block's
 //     `cma_from`, which the peer reads to choose between CMA and streaming for what it sends
 //     here);
-//  4. publishes <prefix>/shm/opened/<rank> and waits for every rank's, then unlinks its segment:
-//     from then on the memory lives only in the mappings, so no process, however it dies, leaves
-//     a name in /dev/shm (Note [Segment cleanup] in shm_segment.cc covers a death before that).
+//  4. publishes <prefix>/shm/opened/<rank> and waits for every rank's, then stops sharing its
+//     segment: from then on the memory lives only in the mappings (segments have no name
+//     anywhere, so no death leaks one: Note [Nameless segments] in shm_segment.cc).
 //
 // Note [Shm segment owner]. ShmSegment::Open refuses a segment of another user, but a segment of
 // this user may still be another job's: a store and prefix shared by two jobs, or an entry an
@@ -230,7 +230,7 @@ absl::Status ShmEngine::Connect(const TransportOptions& options) {
   published = store.Set(Key("opened", rank_), "1");
   if (!published.ok()) return Context().Wrap(published);
   RETURN_IF_ERROR(WaitOpened(store, deadline, options.connect_timeout));
-  own_segment_->Unlink();
+  own_segment_->StopSharing();
 
   channels_.resize(world_size_);
   char* own = static_cast<char*>(own_segment_->data());
