@@ -10,6 +10,7 @@
 
 #include "paddle/core/dtype.h"
 #include "paddle/core/half.h"
+#include "paddle/core/logging.h"
 #include "paddle/core/philox.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/common.h"
@@ -71,6 +72,15 @@ PYBIND11_MODULE(_C, m) {
         "float32 array -> uint16 array of bfloat16 bits (round to nearest even)");
   m.def("bfloat16_to_float", &ToFloat<&BFloat16ToFloat>,
         "uint16 array of bfloat16 bits -> float32 array");
+  // A malformed PADDLE_LOG_LEVEL or PADDLE_LOG_SUBSYS would end the process at the first log
+  // line (logging.h); `import paddle` calls this first, so it raises a ValueError instead.
+  m.def(
+      "check_log_settings",
+      [] {
+        absl::StatusOr<LogConfig> config = LogConfigFromEnv();
+        if (!config.ok()) throw py::value_error(std::string(config.status().message()));
+      },
+      "raises ValueError naming PADDLE_LOG_LEVEL or PADDLE_LOG_SUBSYS when one is malformed");
   m.def(
       "convert_path", [] { return std::string(ConvertPathName(AutoConvertPath())); },
       "the fp16/bf16 conversion path this CPU uses");

@@ -11,6 +11,9 @@ import contextlib
 import numpy as np
 
 from paddle import _C
+
+_C.check_log_settings()  # a ValueError now rather than an abort at the first log line
+
 from paddle._C import (Tensor, bfloat16_to_float, check_device, convert_path, dtype_size,
                        float_to_bfloat16, float_to_half, get_num_threads, half_to_float,
                        is_grad_enabled, philox_uniform, set_num_threads)

@@ -1,4 +1,8 @@
 """The core's fp16/bf16 conversions and Philox streams, checked against numpy and PyTorch."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -76,3 +80,20 @@ def test_dtype_errors_name_the_valid_names():
 
 def test_convert_path_is_named():
     assert paddle.convert_path() in ("avx2", "portable")
+
+
+@pytest.mark.parametrize("variable,value,words", [
+    ("PADDLE_LOG_LEVEL", "LOUD", "PADDLE_LOG_LEVEL"),
+    ("PADDLE_LOG_SUBSYS", "DISK", "unknown subsystem 'DISK'"),
+])
+def test_malformed_log_setting_is_a_value_error_at_import(variable, value, words):
+    # Not an abort at the first log line: the import fails with the variable named.
+    code = ("try:\n    import paddle\nexcept ValueError as e:\n    print('ValueError:', e)\n"
+            "    raise SystemExit(3)\n")
+    env = dict(os.environ, **{variable: value})
+    if variable == "PADDLE_LOG_SUBSYS":
+        env["PADDLE_LOG_LEVEL"] = "INFO"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    assert "ValueError:" in done.stdout and words in done.stdout, done.stdout
