@@ -25,11 +25,11 @@ struct LambScalars {
   }
 };
 
+// Pass 1: moments, and sums = {||u||^2, ||w||^2} in fixed-order lanes
+// (Note [Deterministic vectorized norms]).
 template <typename T>
-void LambKernel(const LambScalars<T>& s, double lr, bool excluded, T* w, const T* g, T* m, T* v,
-                int64_t n) {
-  // Pass 1: moments, and the squared norms of u and w in fixed-order lanes
-  // (Note [Deterministic vectorized norms]).
+void LambSums(const LambScalars<T>& s, const T* w, const T* g, T* m, T* v, int64_t n,
+              double* sums) {
   LaneSums u2;
   LaneSums w2;
   int64_t i = 0;
@@ -48,14 +48,20 @@ void LambKernel(const LambScalars<T>& s, double lr, bool excluded, T* w, const T
     for (int j = 0; j < kLanes; ++j) element(i + j, j);
   }
   for (int j = 0; i < n; ++i, ++j) element(i, j);
+  sums[0] = u2.Total();
+  sums[1] = w2.Total();
+}
 
+// Pass 2: the update, from the totals.
+template <typename T>
+void LambApply(const LambScalars<T>& s, double lr, bool excluded, const double* sums, T* w,
+               const T* m, const T* v, int64_t n) {
   double trust = 1.0;
   if (!excluded) {
-    const double un = std::sqrt(u2.Total());
-    const double wn = std::sqrt(w2.Total());
+    const double un = std::sqrt(sums[0]);
+    const double wn = std::sqrt(sums[1]);
     if (un > 0.0 && wn > 0.0) trust = wn / un;
   }
-  // Pass 2: the update.
   const T step = static_cast<T>(lr * trust);
   for (int64_t k = 0; k < n; ++k) w[k] -= step * s.Direction(m[k], v[k], w[k]);
 }
@@ -99,15 +105,34 @@ absl::StatusOr<std::unique_ptr<Lamb>> Lamb::Create(std::vector<autograd::Variabl
 }
 
 void Lamb::Update(const ParamUpdate& p) {
+  double sums[2];
+  NormSums(p, sums);
+  ApplyNorms(p, sums);
+}
+
+void Lamb::NormSums(const ParamUpdate& p, double* sums) {
   std::vector<Tensor>& st = *p.slots;
   if (p.value.dtype() == DType::kFloat32) {
-    LambKernel<float>(MakeScalars<float>(options_, p.step, p.excluded), lr(), p.excluded,
-                      p.value.data<float>(), p.grad.data<float>(), st[0].data<float>(),
-                      st[1].data<float>(), p.value.numel());
+    LambSums<float>(MakeScalars<float>(options_, p.step, p.excluded), p.value.data<float>(),
+                    p.grad.data<float>(), st[0].data<float>(), st[1].data<float>(), p.value.numel(),
+                    sums);
   } else {
-    LambKernel<double>(MakeScalars<double>(options_, p.step, p.excluded), lr(), p.excluded,
-                       p.value.data<double>(), p.grad.data<double>(), st[0].data<double>(),
-                       st[1].data<double>(), p.value.numel());
+    LambSums<double>(MakeScalars<double>(options_, p.step, p.excluded), p.value.data<double>(),
+                     p.grad.data<double>(), st[0].data<double>(), st[1].data<double>(),
+                     p.value.numel(), sums);
+  }
+}
+
+void Lamb::ApplyNorms(const ParamUpdate& p, const double* sums) {
+  std::vector<Tensor>& st = *p.slots;
+  if (p.value.dtype() == DType::kFloat32) {
+    LambApply<float>(MakeScalars<float>(options_, p.step, p.excluded), lr(), p.excluded, sums,
+                     p.value.data<float>(), st[0].data<float>(), st[1].data<float>(),
+                     p.value.numel());
+  } else {
+    LambApply<double>(MakeScalars<double>(options_, p.step, p.excluded), lr(), p.excluded, sums,
+                      p.value.data<double>(), st[0].data<double>(), st[1].data<double>(),
+                      p.value.numel());
   }
 }
 

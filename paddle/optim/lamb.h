@@ -44,6 +44,10 @@ class Lamb final : public Optimizer {
  private:
   Lamb(std::vector<autograd::Variable> params, LambOptions options);
   void Update(const ParamUpdate& p) override;
+  // Note [Layer norms across ranks]: pass one gives {||u||^2, ||w||^2}, pass two the update.
+  int NumNormSums() const override { return 2; }
+  void NormSums(const ParamUpdate& p, double* sums) override;
+  void ApplyNorms(const ParamUpdate& p, const double* sums) override;
 
   LambOptions options_;
 };

@@ -11,16 +11,22 @@
 namespace paddle::optim {
 namespace {
 
+// sums = {||w||^2, ||g||^2}; zeros for excluded parameters, which need no trust ratio.
 template <typename T>
-void LarsKernel(double lr, const LarsOptions& o, bool excluded, T* w, const T* g, T* v, int64_t n) {
+void LarsSums(bool excluded, const T* w, const T* g, int64_t n, double* sums) {
+  sums[0] = 0.0;
+  sums[1] = 0.0;
+  if (!excluded) SumSquares2(w, g, n, &sums[0], &sums[1]);
+}
+
+template <typename T>
+void LarsApply(double lr, const LarsOptions& o, bool excluded, const double* sums, T* w, const T* g,
+               T* v, int64_t n) {
   double trust = 1.0;
   const double wd = excluded ? 0.0 : o.weight_decay;
   if (!excluded) {
-    double w2 = 0.0;
-    double g2 = 0.0;
-    SumSquares2(w, g, n, &w2, &g2);
-    const double wn = std::sqrt(w2);
-    const double gn = std::sqrt(g2);
+    const double wn = std::sqrt(sums[0]);
+    const double gn = std::sqrt(sums[1]);
     if (wn > 0.0 && gn > 0.0) trust = o.eta * wn / (gn + wd * wn);
   }
   const T scaled_lr = static_cast<T>(lr * trust);
@@ -52,13 +58,28 @@ absl::StatusOr<std::unique_ptr<Lars>> Lars::Create(std::vector<autograd::Variabl
 }
 
 void Lars::Update(const ParamUpdate& p) {
+  double sums[2];
+  NormSums(p, sums);
+  ApplyNorms(p, sums);
+}
+
+void Lars::NormSums(const ParamUpdate& p, double* sums) {
+  if (p.value.dtype() == DType::kFloat32) {
+    LarsSums<float>(p.excluded, p.value.data<float>(), p.grad.data<float>(), p.value.numel(), sums);
+  } else {
+    LarsSums<double>(p.excluded, p.value.data<double>(), p.grad.data<double>(), p.value.numel(),
+                     sums);
+  }
+}
+
+void Lars::ApplyNorms(const ParamUpdate& p, const double* sums) {
   Tensor& v = (*p.slots)[0];
   if (p.value.dtype() == DType::kFloat32) {
-    LarsKernel<float>(lr(), options_, p.excluded, p.value.data<float>(), p.grad.data<float>(),
-                      v.data<float>(), p.value.numel());
+    LarsApply<float>(lr(), options_, p.excluded, sums, p.value.data<float>(), p.grad.data<float>(),
+                     v.data<float>(), p.value.numel());
   } else {
-    LarsKernel<double>(lr(), options_, p.excluded, p.value.data<double>(), p.grad.data<double>(),
-                       v.data<double>(), p.value.numel());
+    LarsApply<double>(lr(), options_, p.excluded, sums, p.value.data<double>(),
+                      p.grad.data<double>(), v.data<double>(), p.value.numel());
   }
 }
 

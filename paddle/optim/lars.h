@@ -9,7 +9,8 @@
 //   v  = momentum * v + lr * trust * g'
 //   w -= v
 //
-// Two passes per parameter: one reading (w, g) for the norms, one fused update of (w, g, v).
+// Two passes per parameter: one reading (w, g) for the norms, one fused update of (w, g, v)
+// (the phases of Note [Layer norms across ranks] in optimizer.h).
 // State slot "momentum" (v).
 #ifndef PADDLE_OPTIM_LARS_H_
 #define PADDLE_OPTIM_LARS_H_
@@ -39,6 +40,10 @@ class Lars final : public Optimizer {
  private:
   Lars(std::vector<autograd::Variable> params, LarsOptions options);
   void Update(const ParamUpdate& p) override;
+  // Note [Layer norms across ranks]: {||w||^2, ||g||^2}, then the update.
+  int NumNormSums() const override { return 2; }
+  void NormSums(const ParamUpdate& p, double* sums) override;
+  void ApplyNorms(const ParamUpdate& p, const double* sums) override;
 
   LarsOptions options_;
 };

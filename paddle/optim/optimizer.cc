@@ -175,10 +175,32 @@ absl::Status Optimizer::Step() {
     updates.push_back(ParamUpdate{value, grad, &p.slots, p.step + 1, p.excluded});
     updated.push_back(&p);
   }
+  // Note [Layer norms across ranks]: phase one for every parameter, the combiner, then phase two
+  // below in place of Update().
+  const int k = NumNormSums();
+  const bool combine = norm_combiner_ && k > 0;
+  std::vector<double> sums;
+  if (combine) {
+    sums.assign(params_.size() * k, 0.0);
+    for (size_t i = 0; i < updates.size(); ++i) {
+      if (!updates[i].value.device().is_cpu()) continue;  // only SGD runs on CUDA
+      NormSums(updates[i], &sums[(updated[i] - params_.data()) * k]);
+    }
+    RETURN_IF_ERROR(Annotate(norm_combiner_(&sums),
+                             absl::StrCat("step ", step_count_ + 1, ": combining layer norms")));
+    if (sums.size() != params_.size() * k) {
+      return absl::InternalError(absl::StrCat("step ", step_count_ + 1, ": the norm combiner left ",
+                                              sums.size(), " sums, expected ", params_.size() * k));
+    }
+  }
   for (size_t i = 0; i < updates.size(); ++i) {
     const ParamUpdate& u = updates[i];
     if (u.value.device().is_cpu()) {
-      Update(u);
+      if (combine) {
+        ApplyNorms(u, &sums[(updated[i] - params_.data()) * k]);
+      } else {
+        Update(u);
+      }
     } else {
       RETURN_IF_ERROR(Annotate(UpdateCuda(u), absl::StrCat("step ", step_count_ + 1, ": updating '",
                                                            updated[i]->var.name(), "' on ",
@@ -263,6 +285,14 @@ void Optimizer::ScatterRows(const RowUpdate& r) {
 absl::Status Optimizer::UpdateCuda(const ParamUpdate& p) {
   return absl::UnimplementedError(
       absl::StrCat("no CUDA update for ", p.value.ToString(), " in this optimizer"));
+}
+
+int64_t Optimizer::StateBytes() const {
+  int64_t bytes = 0;
+  for (const ParamState& p : params_) {
+    for (const Tensor& slot : p.slots) bytes += static_cast<int64_t>(slot.nbytes());
+  }
+  return bytes;
 }
 
 void Optimizer::ZeroGrad() {

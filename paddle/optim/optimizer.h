@@ -44,6 +44,14 @@
 // under the dense rule either, so lazy = dense always. Optimizers whose rule looks at the whole
 // tensor (LARS, LAMB trust ratios) do not support it: Step() returns kUnimplemented.
 //
+// Note [Layer norms across ranks]: LARS and LAMB scale each parameter's step by norms of the whole
+// tensor. They implement Update() as two phases, NormSums() (sums of squares; LAMB also updates its
+// moments there) and ApplyNorms() (the update from the totals), with the same arithmetic as one
+// pass. A sharded optimizer (paddle/parallel/zero_redundancy_optimizer.h) steps views of slices of
+// parameters; its NormCombiner, called once per Step() between the phases on every rank, adds up
+// the partial sums of each parameter's slices over the ranks (one small allreduce). Without a
+// combiner, Step() runs Update() as before.
+//
 // Checkpoint state (SaveState/LoadState) uses the keys
 //   "optim/step"                  ints:    number of Step() calls
 //   "optim/<param>/step"          ints:    number of updates of that parameter
@@ -56,6 +64,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -73,6 +82,10 @@ using ExcludePredicate =
 bool ExcludeBelow2D(const std::string& name, const autograd::Variable& param);
 // Excludes nothing (PyTorch's behaviour).
 ExcludePredicate ExcludeNone();
+
+// Note [Layer norms across ranks]: `sums` holds num_norm_sums() entries per parameter, in parameter
+// order, this rank's partial sums (0 for parameters without a gradient); on OK it holds the totals.
+using NormCombiner = std::function<absl::Status(std::vector<double>* sums)>;
 
 class Optimizer {
  public:
@@ -98,6 +111,14 @@ class Optimizer {
   // State tensor `slot` of parameter i (slot order as in slot_names()).
   const Tensor& state(int64_t i, int slot) const { return params_[i].slots[slot]; }
   const std::vector<std::string>& slot_names() const { return slot_names_; }
+  // Bytes of every state slot of every parameter (what sharding divides).
+  int64_t StateBytes() const;
+
+  // Note [Layer norms across ranks]: sums of squares per parameter that the rule needs (0: none),
+  // and the combiner Step() then calls on every step, even with no gradient at all. A combiner
+  // error is returned after the first phase ran: LAMB's moments then moved, the values did not.
+  int num_norm_sums() const { return NumNormSums(); }
+  void set_norm_combiner(NormCombiner combiner) { norm_combiner_ = std::move(combiner); }
 
   // Adds deep copies of the state to the maps under the keys above (other entries are kept).
   absl::Status SaveState(std::map<std::string, Tensor>* tensors,
@@ -124,6 +145,11 @@ class Optimizer {
   absl::Status Init();
   // Applies the rule to one parameter. Cannot fail: Step() has validated everything.
   virtual void Update(const ParamUpdate& p) = 0;
+  // Note [Layer norms across ranks]: the two phases of Update() for rules that need whole-tensor
+  // norms; NormSums writes NumNormSums() values to `sums`, ApplyNorms reads the totals.
+  virtual int NumNormSums() const { return 0; }
+  virtual void NormSums(const ParamUpdate& /*p*/, double* /*sums*/) {}
+  virtual void ApplyNorms(const ParamUpdate& /*p*/, const double* /*sums*/) {}
   // Note [CUDA parameters]: whether UpdateCuda is implemented, and the update of a CUDA parameter
   // (value, gradient and slots on one CUDA device).
   virtual bool SupportsCuda() const { return false; }
@@ -153,6 +179,7 @@ class Optimizer {
   std::vector<ParamState> params_;
   std::vector<std::string> slot_names_;
   ExcludePredicate exclude_;
+  NormCombiner norm_combiner_;
   double lr_;
   int64_t step_count_ = 0;
 };
