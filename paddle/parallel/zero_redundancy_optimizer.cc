@@ -1,0 +1,248 @@
+// ZeroRedundancyOptimizer: the flat layout and the step's three collectives
+// (zero_redundancy_optimizer.h).
+#include "paddle/parallel/zero_redundancy_optimizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "paddle/core/autograd/grad_mode.h"
+#include "paddle/core/fnv1a.h"
+#include "paddle/core/status.h"
+
+namespace paddle {
+namespace {
+
+// Copies `n` elements of `dtype` from src[src_at] to dst[dst_at].
+void CopyElements(const Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at, int64_t n) {
+  const size_t e = DTypeSize(dst.dtype());
+  std::memcpy(static_cast<char*>(dst.data()) + dst_at * e,
+              static_cast<const char*>(src.data()) + src_at * e, n * e);
+}
+
+template <typename Options, typename Rule>
+OptimizerFactory MakeFactory(Options options) {
+  return [options](const ShardSet& shards) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    Options o = options;
+    o.exclude = shards.Exclude(options.exclude);
+    ASSIGN_OR_RETURN(std::unique_ptr<Rule> rule, Rule::Create(shards.views, std::move(o)));
+    return std::unique_ptr<optim::Optimizer>(std::move(rule));
+  };
+}
+
+}  // namespace
+
+optim::ExcludePredicate ShardSet::Exclude(optim::ExcludePredicate whole) const {
+  if (!whole) whole = optim::ExcludeBelow2D;
+  return [whole = std::move(whole), params = params](const std::string& name,
+                                                     const autograd::Variable& view) {
+    auto it = params.find(name);
+    return whole(name, it == params.end() ? view : it->second);
+  };
+}
+
+OptimizerFactory SgdFactory(optim::SgdOptions options) {
+  return MakeFactory<optim::SgdOptions, optim::Sgd>(std::move(options));
+}
+OptimizerFactory AdamFactory(optim::AdamOptions options) {
+  return MakeFactory<optim::AdamOptions, optim::Adam>(std::move(options));
+}
+OptimizerFactory LarsFactory(optim::LarsOptions options) {
+  return MakeFactory<optim::LarsOptions, optim::Lars>(std::move(options));
+}
+OptimizerFactory LambFactory(optim::LambOptions options) {
+  return MakeFactory<optim::LambOptions, optim::Lamb>(std::move(options));
+}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<autograd::Variable> params,
+                                                 Communicator* comm)
+    : comm_(comm), params_(std::move(params)) {}
+
+std::string ZeroRedundancyOptimizer::Where() const {
+  return absl::StrCat("ZeroRedundancyOptimizer rank ", comm_->rank(), "/", comm_->world_size());
+}
+
+absl::Status ZeroRedundancyOptimizer::Wait(const std::shared_ptr<Work>& work,
+                                           const std::string& what) const {
+  return Annotate(work->Wait(), absl::StrCat(Where(), ": ", what));
+}
+
+absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> ZeroRedundancyOptimizer::Create(
+    std::vector<autograd::Variable> params, Communicator* comm, const OptimizerFactory& factory) {
+  if (comm == nullptr || !factory) {
+    return absl::InvalidArgumentError(
+        "ZeroRedundancyOptimizer: needs a communicator and a factory");
+  }
+  std::unique_ptr<ZeroRedundancyOptimizer> zero(
+      new ZeroRedundancyOptimizer(std::move(params), comm));
+  RETURN_IF_ERROR(zero->Build(factory));
+  return zero;
+}
+
+absl::Status ZeroRedundancyOptimizer::Build(const OptimizerFactory& factory) {
+  const int rank = comm_->rank();
+  const int world = comm_->world_size();
+  // Local checks, then agreement: every rank must lay out the same flat buffer.
+  std::string description;
+  std::set<std::string> names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const autograd::Variable& p = params_[i];
+    if (!p.defined() || p.name().empty() || !names.insert(p.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(), ": parameter #", i, " is undefined, unnamed or named like an ",
+                       "earlier one; state is keyed by unique names"));
+    }
+    const Tensor& value = p.data();
+    if (i == 0) dtype_ = value.dtype();
+    if (!value.device().is_cpu() || !value.is_contiguous() || value.dtype() != dtype_ ||
+        (dtype_ != DType::kFloat32 && dtype_ != DType::kFloat64)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(), ": parameter '", p.name(), "' is ", value.ToString(),
+          "; sharding needs contiguous CPU parameters of one dtype, float32 or float64 (the first "
+          "is ",
+          DTypeName(dtype_), ")"));
+    }
+    offsets_.push_back(numel_);
+    numel_ += value.numel();
+    absl::StrAppend(&description, p.name(), " ", value.ToString(), ";");
+  }
+  ASSIGN_OR_RETURN(Tensor mine, Tensor::Empty({2}, DType::kInt64));
+  mine.data<int64_t>()[0] = numel_;
+  mine.data<int64_t>()[1] = static_cast<int64_t>(Fnv1a(description));
+  ASSIGN_OR_RETURN(Tensor all, Tensor::Empty({world, 2}, DType::kInt64));
+  RETURN_IF_ERROR(Wait(comm_->Allgather(mine, all), "comparing parameter layouts"));
+  std::vector<std::string> counts;
+  bool same = true;
+  for (int r = 0; r < world; ++r) {
+    const int64_t* a = all.data<int64_t>() + 2 * r;
+    same = same && a[0] == numel_ && a[1] == mine.data<int64_t>()[1];
+    counts.push_back(absl::StrCat("rank ", r, ": ", a[0]));
+  }
+  if (!same) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(),
+                     ": ranks passed different parameters (names, dtypes or shapes); "
+                     "elements per rank: ",
+                     absl::StrJoin(counts, ", ")));
+  }
+
+  // Note [Flat shards].
+  block_ = (numel_ + world - 1) / world;
+  begin_ = std::min(numel_, rank * block_);
+  end_ = std::min(numel_, begin_ + block_);
+  ASSIGN_OR_RETURN(flat_, Tensor::Zeros({world * block_}, dtype_));
+  ASSIGN_OR_RETURN(shard_grad_, Tensor::Zeros({block_}, dtype_));
+  ASSIGN_OR_RETURN(shard_send_, Tensor::Zeros({block_}, dtype_));
+
+  // Replicas start from rank 0's values.
+  Flatten(/*grads=*/false);
+  RETURN_IF_ERROR(Wait(comm_->Broadcast(flat_, 0), "broadcasting rank 0's parameters"));
+  Unflatten();
+
+  // Note [Shard views].
+  ShardSet shards;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t at = offsets_[i];
+    const int64_t n = params_[i].data().numel();
+    const int64_t first = std::max(begin_, at) - at;
+    const int64_t last = std::min(end_, at + n) - at;
+    shards.params[params_[i].name()] = params_[i];
+    if (first >= last) continue;
+    ASSIGN_OR_RETURN(Tensor flat_value, params_[i].data().View({-1}));
+    ASSIGN_OR_RETURN(Tensor value, flat_value.Slice(0, first, last));
+    ASSIGN_OR_RETURN(Tensor grad, shard_grad_.Slice(0, at + first - begin_, at + last - begin_));
+    autograd::Variable view(value, /*requires_grad=*/true, params_[i].name());
+    RETURN_IF_ERROR(view.set_grad(grad));
+    shards.views.push_back(view);
+    pieces_.push_back(Piece{static_cast<int>(i), first, last});
+  }
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> made = factory(shards);
+  if (!made.ok()) return Annotate(made.status(), Where());
+  optimizer_ = *std::move(made);
+  if (optimizer_ == nullptr || optimizer_->num_params() != static_cast<int64_t>(pieces_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(), ": the factory must return an optimizer over exactly the ",
+                     pieces_.size(), " shard views it was given"));
+  }
+  const int per_param = optimizer_->num_norm_sums();
+  if (per_param > 0) {
+    optimizer_->set_norm_combiner(
+        [this, per_param](std::vector<double>* sums) { return CombineNorms(sums, per_param); });
+  }
+  return absl::OkStatus();
+}
+
+// Note [Layer norms across ranks]: each rank's partial sums at their parameter's place, zeros
+// elsewhere, summed over ranks. A layer within one slice is summed with zeros only, so its norm
+// is exactly the unsharded optimizer's.
+absl::Status ZeroRedundancyOptimizer::CombineNorms(std::vector<double>* sums, int per_param) {
+  const int64_t total = static_cast<int64_t>(params_.size()) * per_param;
+  ASSIGN_OR_RETURN(Tensor all, Tensor::Zeros({total}, DType::kFloat64));
+  double* a = all.data<double>();
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    for (int j = 0; j < per_param; ++j)
+      a[pieces_[i].param * per_param + j] = (*sums)[i * per_param + j];
+  }
+  RETURN_IF_ERROR(Wait(comm_->Allreduce(all, ReduceOp::kSum),
+                       absl::StrCat("allreducing ", total, " layer sums of squares")));
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    for (int j = 0; j < per_param; ++j)
+      (*sums)[i * per_param + j] = a[pieces_[i].param * per_param + j];
+  }
+  return absl::OkStatus();
+}
+
+void ZeroRedundancyOptimizer::Flatten(bool grads) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& t = grads ? params_[i].grad() : params_[i].data();
+    CopyElements(flat_, offsets_[i], t, 0, t.numel());
+  }
+}
+
+void ZeroRedundancyOptimizer::Unflatten() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& value = params_[i].data();
+    CopyElements(value, 0, flat_, offsets_[i], value.numel());
+    value.BumpVersion();  // Note [Version counters] in paddle/core/storage.h
+  }
+}
+
+absl::Status ZeroRedundancyOptimizer::Step() {
+  autograd::NoGradGuard no_grad;
+  const int64_t step = optimizer_->step_count() + 1;
+  for (const autograd::Variable& p : params_) {
+    const Tensor& g = p.grad();
+    if (!g.defined() || !g.is_contiguous() || !g.device().is_cpu() || g.dtype() != dtype_ ||
+        g.numel() != p.data().numel()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(), ": step ", step, ": parameter '", p.name(), "' has gradient ",
+          g.defined() ? g.ToString() : "undefined", "; every parameter needs a contiguous CPU ",
+          DTypeName(dtype_), " gradient on every rank (its peers now wait in the reduce-scatter)"));
+    }
+  }
+  // 1. This rank's slice of the averaged gradients.
+  Flatten(/*grads=*/true);
+  RETURN_IF_ERROR(Wait(comm_->ReduceScatter(flat_, shard_grad_, ReduceOp::kAvg),
+                       absl::StrCat("step ", step, ": reduce-scattering ", numel_, " gradients")));
+  // 2. The slice's update, in place through the views.
+  RETURN_IF_ERROR(Annotate(optimizer_->Step(), Where()));
+  // 3. Every rank's updated slice into every replica.
+  for (const Piece& piece : pieces_) {
+    const int64_t n = piece.last - piece.first;
+    CopyElements(shard_send_, offsets_[piece.param] + piece.first - begin_,
+                 params_[piece.param].data(), piece.first, n);
+  }
+  RETURN_IF_ERROR(Wait(comm_->Allgather(shard_send_, flat_),
+                       absl::StrCat("step ", step, ": all-gathering ", numel_, " parameters")));
+  Unflatten();
+  return absl::OkStatus();
+}
+
+void ZeroRedundancyOptimizer::ZeroGrad() {
+  for (autograd::Variable& p : params_) p.ZeroGrad();
+}
+
+}  // namespace paddle
