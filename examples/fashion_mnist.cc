@@ -53,6 +53,8 @@
 #include "paddle/core/autograd/grad_mode.h"
 #include "paddle/core/deadline.h"
 #include "paddle/core/device.h"
+#include "paddle/core/metrics_pusher.h"
+#include "paddle/core/metrics_registry.h"
 #include "paddle/core/status.h"
 #include "paddle/data/data_loader.h"
 #include "paddle/data/distributed_sampler.h"
@@ -69,6 +71,7 @@
 #include "paddle/parallel/distributed_data_parallel.h"
 #include "paddle/parallel/local_sgd.h"
 #include "paddle/parallel/timeline.h"
+#include "paddle/parallel/training_metrics.h"
 
 namespace paddle::examples {
 namespace {
@@ -649,6 +652,13 @@ int Run(const Options& o) {
                      b.launched, b.completed, b.bytes);
     });
   }
+  // Metrics for paddlerun --dashboard (docs/observability.md): always recorded, sent to the
+  // launcher when it sets PADDLE_METRICS_ADDR.
+  MetricsRegistry registry;
+  TrainingMetrics metrics(&registry);
+  absl::StatusOr<std::unique_ptr<MetricsPusher>> pusher =
+      MetricsPusher::FromEnv(&registry, group.rank);
+  if (!pusher.ok()) return fail(pusher.status());
   auto span = [&timeline](const char* name, absl::Time begin) {
     absl::Time end = absl::Now();
     if (timeline) timeline->Span(name, Timeline::Lane::kCompute, begin, end);
@@ -738,6 +748,8 @@ int Run(const Options& o) {
       p.loss_sum += static_cast<double>(*host_loss->data<float>()) * static_cast<double>(rows);
       p.loss_count += rows;  // the epoch's loss is the mean over its samples, at any world size
       ++p.step;
+      metrics.RecordStep(absl::Now() - t0, rows, ddp ? &ddp->reducer().stats() : nullptr);
+      metrics.SetLoss(*host_loss->data<float>());
       // The step's global batch: --batch, or what is left of the epoch in its last step.
       samples += std::min(o.batch, sampler->TotalSize() - (*batch)->index * o.batch);
       progress.Update((*loader)->state().offset / local_batch, steps_per_epoch, samples, start);
@@ -768,6 +780,7 @@ int Run(const Options& o) {
     if (!leader) continue;
     absl::StatusOr<double> accuracy = Evaluate(**model, *test);
     if (!accuracy.ok()) return fail(accuracy.status());
+    metrics.SetAccuracy(*accuracy);
     std::printf(
         "epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  samples/s %.0f  "
         "epoch_time %.2fs%s\n",

@@ -34,6 +34,8 @@
 #include "absl/time/clock.h"
 #include "paddle/checkpoint/checkpoint.h"
 #include "paddle/collective/store/tcp_store.h"
+#include "paddle/core/metrics_pusher.h"
+#include "paddle/core/metrics_registry.h"
 #include "paddle/core/status.h"
 #include "paddle/nn/functional.h"
 #include "paddle/nn/generator.h"
@@ -43,6 +45,7 @@
 #include "paddle/parallel/elastic.h"
 #include "paddle/parallel/elastic_state.h"
 #include "paddle/parallel/global_batch.h"
+#include "paddle/parallel/training_metrics.h"
 
 namespace paddle::examples {
 namespace {
@@ -133,8 +136,14 @@ class Trainer {
   double recovery_s_max_ = 0;
   int64_t rolled_back_max_ = 0;  // most steps one rollback undid (at most --commit-every)
   absl::Duration commit_time_, train_time_;
+  int64_t local_samples_ = 0;  // this rank's samples in the last step
   absl::Time epoch_start_ = absl::Now(), last_progress_ = absl::Now();
   std::string last_json_;
+  // paddlerun --dashboard (docs/observability.md); the pusher goes before the registry.
+  MetricsRegistry registry_;
+  TrainingMetrics metrics_{&registry_};
+  std::unique_ptr<MetricsPusher> pusher_;
+  std::string change_cause_ = "the job started";  // why the next generation forms
 };
 
 absl::Status Trainer::Setup() {
@@ -275,6 +284,7 @@ absl::Status Trainer::Step(int64_t* global_size, double* loss_out) {
   RETURN_IF_ERROR(ddp_->Backward(weighted));
   RETURN_IF_ERROR(opt_->Step());
   *global_size = share.global_size;
+  local_samples_ = share.count;
   // This rank's part of the global mean loss (AgreeOnChange sums the parts).
   *loss_out = loss.data().data<float>()[0] * static_cast<double>(share.count) /
               static_cast<double>(share.global_size);
@@ -287,6 +297,7 @@ absl::Status Trainer::TaskStep(int64_t* global_size, double* loss_out) {
   // Note [Step count] in fashion_mnist_tasks.cc
   ASSIGN_OR_RETURN(TaskData::StepSamples s, data_->TakeStep(comm, p.epoch, p.step + 1, run_.batch));
   const int64_t got = s.got;
+  local_samples_ = got;
   Tensor& images = s.images;
   Tensor& labels = s.labels;
   *global_size = s.global;
@@ -338,6 +349,8 @@ absl::Status Trainer::EpochTail(Communicator& comm, bool leader, bool* ended) {
 absl::Status Trainer::Generation(const Membership& m) {
   Communicator& comm = *group_->comm();
   const bool leader = m.rank == 0;
+  metrics_.SetMembership(m.generation, m.rank, m.size, change_cause_);
+  if (pusher_) pusher_->set_rank(m.rank);
   RETURN_IF_ERROR(state_->Broadcast(comm, 0));
   dropout_->set_offset(static_cast<uint64_t>(state_->extras()["rng/dropout_offset"]));
   if (data_) {
@@ -383,6 +396,8 @@ absl::Status Trainer::Generation(const Membership& m) {
     if (global_size > 0) {
       ASSIGN_OR_RETURN(change, group_->AgreeOnChange(g_leave.load(), &loss));
       ++p.step;
+      metrics_.RecordStep(absl::Now() - t0, local_samples_, &ddp_->reducer().stats());
+      metrics_.SetLoss(loss);
       p.samples += global_size;
       p.loss_sum += loss;
       ++p.loss_count;
@@ -455,6 +470,8 @@ absl::Status Trainer::Generation(const Membership& m) {
         std::fflush(stdout);
       }
       expected_ = m.size - static_cast<int>(change.leavers.size()) + change.joiners;
+      change_cause_ = absl::StrFormat("after step %d: %d joining, %d leaving", p.step,
+                                      change.joiners, change.leavers.size());
       return absl::OkStatus();
     }
   }
@@ -466,6 +483,9 @@ int Trainer::Run() {
     return 1;
   };
   if (absl::Status st = Setup(); !st.ok()) return fail(st);
+  absl::StatusOr<std::unique_ptr<MetricsPusher>> pusher = MetricsPusher::FromEnv(&registry_, 0);
+  if (!pusher.ok()) return fail(pusher.status());
+  pusher_ = *std::move(pusher);
   int failures_in_a_row = 0;
   while (true) {
     absl::StatusOr<Membership> m =
@@ -499,6 +519,7 @@ int Trainer::Run() {
                  static_cast<long long>(m->generation), std::string(st.message()).c_str(),
                  static_cast<long long>(lost));
     if (failed_at_ == absl::InfinitePast()) failed_at_ = absl::Now();
+    change_cause_ = absl::StrCat("generation ", m->generation, " failed: ", st.message());
     group_->Leave(st);
     if (state_->has_commit()) {
       if (absl::Status r = state_->Rollback(); !r.ok()) return fail(r);
