@@ -70,7 +70,8 @@ constexpr char kUsage[] = R"(usage: ctr [--data=DIR] [flags]
                              where the embedding rows live and how their gradients travel
                              (default replicated)
   --epochs=N                 (default 3)
-  --batch=N                  global batch, split evenly across the workers (default 256)
+  --batch=N                  global batch, split across the workers, any count up to it
+                             (default 256)
   --lr=X                     SGD learning rate of the MLP and the table (default 0.5)
   --dim=N                    embedding width (default 16)
   --hidden=N                 first hidden layer; the second has N/2 (default 128)
@@ -165,10 +166,10 @@ absl::Status JoinGroup(const Options& o, Group* g) {
   if (!StartedAsGroup()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Backend backend, ParseBackend(o.backend));
   RETURN_IF_ERROR(JoinLaunchedGroup(backend, g));
-  if (o.batch % g->world != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch=", o.batch, " (the global batch) is not a multiple of the ", g->world,
-                     " workers; pass --batch=", (o.batch / g->world + 1) * g->world));
+  if (o.batch < g->world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch=", o.batch, " (the global batch) is below the ", g->world,
+        " workers: each needs a sample per step; pass --batch=", g->world, " or more"));
   }
   return absl::OkStatus();
 }
@@ -284,7 +285,6 @@ int Run(const Options& o) {
       o.train_samples > 0 ? std::min(o.train_samples, train->num_samples) : train->num_samples;
   if (absl::Status st = JoinGroup(o, &group); !st.ok()) return fail(st);
   const bool leader = group.rank == 0;
-  const int64_t local_batch = o.batch / group.world;
 
   CtrModelOptions mo;
   mo.fields = train->num_categorical;
@@ -329,9 +329,14 @@ int Run(const Options& o) {
   so.lr = o.lr;
   absl::StatusOr<std::unique_ptr<optim::Sgd>> opt = optim::Sgd::Create(model.Parameters(), so);
   if (!opt.ok()) return fail(opt.status());
+  // Each step covers the next --batch samples of the epoch's order, whatever the world size; a
+  // rank's share is --batch / world, one more on the first --batch % world ranks (Note [Uneven
+  // shares] in paddle/data/distributed_sampler.h).
   absl::StatusOr<data::DistributedSampler> sampler = data::DistributedSampler::Create(
-      train_size, group.rank, group.world, static_cast<uint64_t>(o.seed));
+      train_size, group.rank, group.world, static_cast<uint64_t>(o.seed), /*shuffle=*/true,
+      /*drop_last=*/false, o.batch);
   if (!sampler.ok()) return fail(sampler.status());
+  const int64_t local_batch = sampler->LocalBatch();
 
   if (leader) {
     std::printf(
@@ -367,7 +372,18 @@ int Run(const Options& o) {
       absl::StatusOr<autograd::Variable> loss =
           nn::functional::SoftmaxCrossEntropy(*logits, *labels);
       if (!loss.ok()) return fail(loss.status());
-      absl::Status st = ddp ? ddp->Backward(*loss) : loss->Backward();
+      // This rank's mean loss weighted by its share of the step, n x world / --batch, so that
+      // DDP's average over ranks is the step's mean (Note [Uneven shares]).
+      absl::StatusOr<autograd::Variable> weighted = *loss;
+      if (const double w = static_cast<double>(n) * group.world / static_cast<double>(o.batch);
+          w != 1.0) {
+        absl::StatusOr<Tensor> factor = Tensor::Empty(loss->shape(), DType::kFloat32);
+        if (!factor.ok()) return fail(factor.status());
+        factor->data<float>()[0] = static_cast<float>(w);
+        weighted = nn::functional::Mul(*loss, autograd::Variable(*factor));
+        if (!weighted.ok()) return fail(weighted.status());
+      }
+      absl::Status st = ddp ? ddp->Backward(*weighted) : weighted->Backward();
       if (st.ok()) st = table.AfterBackward();
       if (st.ok()) st = (*opt)->Step();
       if (st.ok() && local_sgd) st = local_sgd->AfterStep().status();
@@ -384,8 +400,7 @@ int Run(const Options& o) {
     absl::StatusOr<EvalResult> eval =
         Evaluate(model, table, *test, group.comm.get(), group.rank, group.world, local_batch * 4);
     if (!eval.ok()) return fail(eval.status());
-    const double rate =
-        seconds > 0 ? static_cast<double>(steps * local_batch * group.world) / seconds : 0;
+    const double rate = seconds > 0 ? static_cast<double>(sampler->TotalSize()) / seconds : 0;
     const double bytes_per_step = steps > 0 ? static_cast<double>(bytes) / steps : 0;
     const double train_loss = steps > 0 ? loss_sum / steps : 0;  // rank 0's batches
     if (!leader) continue;
