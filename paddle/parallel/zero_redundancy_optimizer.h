@@ -35,6 +35,10 @@
 //
 // Failure: a collective that fails poisons the communicator (Note [Communicator failure]); the
 // parameters are then unspecified. Not thread-safe: one thread drives it, like the optimizers.
+//
+// Checkpoints (Note [Sharded checkpoints]): SaveState gathers the full state, in the unsharded
+// optimizer's keys and shapes; LoadState takes such state and keeps this rank's slice. A
+// checkpoint so moves between world sizes, and between sharded and unsharded optimizers.
 #ifndef PADDLE_PARALLEL_ZERO_REDUNDANCY_OPTIMIZER_H_
 #define PADDLE_PARALLEL_ZERO_REDUNDANCY_OPTIMIZER_H_
 
@@ -107,6 +111,16 @@ class ZeroRedundancyOptimizer {
   // The wrapped optimizer over this rank's views.
   const optim::Optimizer& local_optimizer() const { return *optimizer_; }
 
+  // Note [Sharded checkpoints]. Collective: adds the whole state under the unsharded optimizer's
+  // keys (optimizer.h) to the maps on every rank.
+  absl::Status SaveState(std::map<std::string, Tensor>* tensors,
+                         std::map<std::string, int64_t>* ints) const;
+  // Local: reads whole state (saved at any world size, or by the unsharded optimizer) and keeps
+  // this rank's slice. A missing or mis-shaped entry is an error naming the key, and then nothing
+  // has been loaded.
+  absl::Status LoadState(const std::map<std::string, Tensor>& tensors,
+                         const std::map<std::string, int64_t>& ints);
+
  private:
   // A parameter's piece of this rank's slice: its elements [first, last) are flat elements
   // [flat + first, flat + last).
@@ -129,6 +143,7 @@ class ZeroRedundancyOptimizer {
   Communicator* comm_;
   std::vector<autograd::Variable> params_;
   std::vector<int64_t> offsets_;  // flat offset of each parameter
+  std::vector<int64_t> steps_;    // updates of each parameter, for SaveState
   std::vector<Piece> pieces_;     // in parameter order; pieces_[i] is the optimizer's param i
   DType dtype_ = DType::kFloat32;
   int64_t numel_ = 0;

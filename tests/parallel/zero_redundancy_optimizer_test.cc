@@ -2,7 +2,8 @@
 // threads over the native communicator: 100 steps of SGD with momentum, Adam, AdamW, LARS and LAMB
 // against the unsharded optimizer fed the same averaged gradients (slice boundaries cutting
 // tensors, a world size that divides nothing, ranks that own nothing), state bytes per rank, a
-// checkpoint saved at 2 ranks and loaded at 3, and ranks that pass different parameters.
+// checkpoint saved at 2 ranks and loaded at 3, and errors: ranks that pass different parameters,
+// a missing gradient, a checkpoint missing a key.
 //
 // Note [Exact test gradients]: every rank's gradient element is k / 64 with k an integer in
 // [-8, 8], drawn from (seed, step, rank, parameter, index). Sums of up to 4 of them are exact in
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "paddle/checkpoint/checkpoint.h"
 #include "paddle/core/status.h"
 #include "paddle/core/tensor.h"
 #include "tests/collective/communicator_testing.h"
@@ -144,6 +148,32 @@ struct RankResult {
   int64_t whole_bytes = 0;
 };
 
+// Steps first..last of both optimizers on the same gradients.
+absl::Status RunSteps(int first, int last, int rank, Communicator& comm, const Model& sharded,
+                      const Model& whole, ZeroRedundancyOptimizer& zero,
+                      optim::Optimizer& reference) {
+  for (int step = first; step <= last; ++step) {
+    FillGradients(sharded, step, rank);
+    FillGradients(whole, step, rank);
+    for (const autograd::Variable& v : whole.params) {
+      RETURN_IF_ERROR(comm.Allreduce(v.grad(), ReduceOp::kAvg)->Wait());
+    }
+    RETURN_IF_ERROR(zero.Step());
+    RETURN_IF_ERROR(reference.Step());
+  }
+  return absl::OkStatus();
+}
+
+double ModelRelDiff(const Model& a, const Model& b) {
+  double worst = 0;
+  for (size_t p = 0; p < a.params.size(); ++p) {
+    const double d = MaxRelDiff(a.params[p].data(), b.params[p].data());
+    if (d < 0) return 1e300;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
 absl::Status TrainBoth(const Case& c, int steps, int rank, Communicator& comm,
                        const std::vector<std::pair<std::string, Shape>>& shapes, RankResult* out) {
   ASSIGN_OR_RETURN(Model sharded, MakeModel(shapes));
@@ -151,20 +181,8 @@ absl::Status TrainBoth(const Case& c, int steps, int rank, Communicator& comm,
   ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
                    ZeroRedundancyOptimizer::Create(sharded.params, &comm, c.factory));
   ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> reference, c.factory(Whole(whole)));
-  for (int step = 1; step <= steps; ++step) {
-    FillGradients(sharded, step, rank);
-    FillGradients(whole, step, rank);
-    for (const autograd::Variable& v : whole.params) {
-      RETURN_IF_ERROR(comm.Allreduce(v.grad(), ReduceOp::kAvg)->Wait());
-    }
-    RETURN_IF_ERROR(zero->Step());
-    RETURN_IF_ERROR(reference->Step());
-  }
-  for (size_t p = 0; p < shapes.size(); ++p) {
-    const double d = MaxRelDiff(sharded.params[p].data(), whole.params[p].data());
-    if (d < 0) return absl::InternalError("shape changed");
-    out->max_rel = std::max(out->max_rel, d);
-  }
+  RETURN_IF_ERROR(RunSteps(1, steps, rank, comm, sharded, whole, *zero, *reference));
+  out->max_rel = ModelRelDiff(sharded, whole);
   out->sharded_bytes = zero->OptimizerStateBytes();
   out->whole_bytes = reference->StateBytes();
   return absl::OkStatus();
@@ -246,6 +264,93 @@ TEST(ZeroEdgeTest, MismatchedParametersFailOnEveryRank) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(statuses[r].code(), absl::StatusCode::kInvalidArgument) << statuses[r];
     EXPECT_NE(statuses[r].message().find("rank 0: 6, rank 1: 8"), std::string::npos) << statuses[r];
+  }
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// Note [Sharded checkpoints]: 30 steps at 2 ranks; the saved state equals the unsharded
+// optimizer's bit for bit; a checkpoint file written from it loads at 3 ranks, and 30 more steps
+// there still match the unsharded optimizer continuing from its own state.
+TEST(ZeroCheckpointTest, SavedAtTwoRanksLoadsAtThree) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/zero_ckpt");
+  std::filesystem::remove_all(dir);
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    const std::string path = absl::StrCat(dir, "/", c.name);
+    {
+      std::unique_ptr<CommGroup> two = MakeGroup(2);
+      const std::vector<absl::Status> statuses = two->Run([&](int rank, Communicator& comm) {
+        ASSIGN_OR_RETURN(Model sharded, MakeModel(DefaultShapes()));
+        ASSIGN_OR_RETURN(Model whole, MakeModel(DefaultShapes()));
+        ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
+                         ZeroRedundancyOptimizer::Create(sharded.params, &comm, c.factory));
+        ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> reference, c.factory(Whole(whole)));
+        RETURN_IF_ERROR(RunSteps(1, 30, rank, comm, sharded, whole, *zero, *reference));
+        checkpoint::CheckpointState state;
+        RETURN_IF_ERROR(zero->SaveState(&state.tensors, &state.ints));  // collective
+        std::map<std::string, Tensor> want_tensors;
+        std::map<std::string, int64_t> want_ints;
+        RETURN_IF_ERROR(reference->SaveState(&want_tensors, &want_ints));
+        if (state.ints != want_ints || state.tensors.size() != want_tensors.size()) {
+          return absl::InternalError("saved keys differ from the unsharded optimizer's");
+        }
+        for (const auto& [key, t] : want_tensors) {
+          if (!SameBits(state.tensors[key], t)) {
+            return absl::InternalError(absl::StrCat("saved '", key, "' differs"));
+          }
+        }
+        if (ModelRelDiff(sharded, whole) > kRelTolerance) {
+          return absl::InternalError("parameters differ before the save");
+        }
+        for (const autograd::Variable& v : whole.params) {
+          state.tensors[absl::StrCat("param/", v.name())] = v.data();
+        }
+        if (rank != 0) return absl::OkStatus();
+        return checkpoint::CheckpointManager(path).Save(30, state);
+      });
+      ASSERT_EQ(commtest::DescribeFailures(statuses), "OK");
+    }
+    std::unique_ptr<CommGroup> three = MakeGroup(3);
+    std::vector<double> max_rel(3, -1);
+    const std::vector<absl::Status> statuses = three->Run([&](int rank, Communicator& comm) {
+      ASSIGN_OR_RETURN(checkpoint::LoadedCheckpoint loaded,
+                       checkpoint::CheckpointManager(path).LoadLatest());
+      const checkpoint::CheckpointState& state = loaded.state;
+      ASSIGN_OR_RETURN(Model sharded, MakeModel(DefaultShapes()));
+      ASSIGN_OR_RETURN(Model whole, MakeModel(DefaultShapes()));
+      for (const Model* m : {&sharded, &whole}) {
+        for (const autograd::Variable& v : m->params) {
+          Tensor value = v.data();
+          RETURN_IF_ERROR(value.CopyFrom(state.tensors.at(absl::StrCat("param/", v.name()))));
+        }
+      }
+      ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
+                       ZeroRedundancyOptimizer::Create(sharded.params, &comm, c.factory));
+      ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> reference, c.factory(Whole(whole)));
+      // A bad checkpoint is refused, naming the key, on every rank (rank 0 has no piece of
+      // conv.weight), and loads nothing.
+      std::map<std::string, Tensor> broken = state.tensors;
+      broken.erase(absl::StrCat("optim/conv.weight/", reference->slot_names().back()));
+      const absl::Status refused = zero->LoadState(broken, state.ints);
+      if (refused.ok() || refused.message().find("conv.weight") == absl::string_view::npos) {
+        return absl::InternalError(absl::StrCat("broken checkpoint: ", refused.ToString()));
+      }
+      RETURN_IF_ERROR(zero->LoadState(state.tensors, state.ints));
+      RETURN_IF_ERROR(reference->LoadState(state.tensors, state.ints));
+      if (zero->step_count() != 30) return absl::InternalError("step count not restored");
+      RETURN_IF_ERROR(RunSteps(31, 60, rank, comm, sharded, whole, *zero, *reference));
+      max_rel[rank] = ModelRelDiff(sharded, whole);
+      return absl::OkStatus();
+    });
+    ASSERT_EQ(commtest::DescribeFailures(statuses), "OK");
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_GE(max_rel[r], 0.0);
+      EXPECT_LE(max_rel[r], c.exact ? 0.0 : kRelTolerance) << "rank " << r;
+    }
   }
 }
 
