@@ -3,11 +3,14 @@
 # this test's runfiles; pip installs it into a fresh venv (--system-site-packages: Debian's numpy
 # and torch); then, from a folder outside any checkout and with nothing of Bazel's in the
 # environment: import paddle and paddle.torch (backend "paddle" registered), `paddlerun --help`,
-# a 2-process torch.distributed all_reduce on backend "paddle" under the venv's paddlerun, and an
-# elastic job, whose store is the paddle_store_server inside the package.
+# a 2-process torch.distributed all_reduce on backend "paddle" under the venv's paddlerun, the
+# Python example (a copy of examples/fashion_mnist.py) on 3 workers, and an elastic job, whose
+# store is the paddle_store_server inside the package.
 #
-#   wheel_test.sh STAGE_AND_BUILD C_EXT TORCH_EXT STORE_SERVER (bazel test //tests/tools:wheel_test)
-#   wheel_test.sh --wheel=dist/paddle_collective-...whl        (a wheel from tools/build-wheel)
+#   wheel_test.sh STAGE_AND_BUILD C_EXT TORCH_EXT STORE_SERVER EXAMPLE
+#                                              (bazel test //tests/tools:wheel_test)
+#   wheel_test.sh --wheel=dist/paddle_collective-...whl  (a wheel from tools/build-wheel, in the
+#                                              checkout: the example is examples/fashion_mnist.py)
 set -uo pipefail
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/wheel.XXXXXX")
 [[ -n "${TEST_TMPDIR:-}" ]] || trap '[[ $BASHPID == $$ ]] && rm -rf "$work"' EXIT
@@ -24,8 +27,11 @@ die() {
 t0=$SECONDS
 if [[ "${1:-}" == --wheel=* ]]; then
   wheel=$(realpath "${1#--wheel=}")
+  example=$(realpath "$(dirname "$0")/../../examples/fashion_mnist.py")
 else
-  [[ $# -eq 4 ]] || die "usage: $0 STAGE_AND_BUILD C_EXT TORCH_EXT STORE_SERVER | --wheel=WHEEL"
+  [[ $# -eq 5 ]] ||
+    die "usage: $0 STAGE_AND_BUILD C_EXT TORCH_EXT STORE_SERVER EXAMPLE | --wheel=WHEEL"
+  example=$(realpath "$5")
   wheel=$(/usr/bin/python3 "$1" --c-ext="$2" --torch-ext="$3" --store-server="$4" \
     --out="$work/dist" 2>"$work/build.err" | tail -1) ||
     die "stage_and_build.py failed: $(cat "$work/build.err")"
@@ -116,6 +122,17 @@ for r in 0 1; do
     fail "rank $r all_reduce on backend paddle: $(cat "$work/job.out")"
 done
 echo "2-process all_reduce on backend paddle: $((SECONDS - t1)) s"
+
+# The Python example on 3 workers (its global batch of 64 splits 22/21/21; the default 128 would
+# split 43/43/42, which parallel_example_test covers against the C++ example).
+cp "$example" "$work/fashion_mnist.py"
+t1=$SECONDS
+run "$venv/bin/paddlerun" --nproc=3 "$work/fashion_mnist.py" --model=mlp --epochs=1 --batch=64 \
+  --train-samples=640 --test-samples=200 >"$work/example.out" 2>&1 ||
+  fail "paddlerun --nproc=3 fashion_mnist.py failed: $(tail -5 "$work/example.out")"
+grep -Eq '^\[rank 0\] \{"epoch": 1, .*"world_size": 3' "$work/example.out" ||
+  fail "the 3-worker example printed no result line: $(tail -5 "$work/example.out")"
+echo "3-worker Python example: $((SECONDS - t1)) s"
 
 # --min-nproc: the launcher starts the job's store as a paddle_store_server process, which only
 # the package has here (no runfiles, no workspace).
