@@ -768,6 +768,35 @@ class DefaultJobTest(unittest.TestCase):
                              r"job failed: rank 1 \(pid \d+\) is stopped \(SIGSTOP\?\) and rank 0 "
                              r"\(local rank 0 on node 0, pid \d+\) exited with status 1")
 
+    def test_every_stopped_worker_log_names_the_failed_rank(self):
+        """Found by tools/chaos: the survivors of a dead rank were stopped by the launcher before
+        they noticed, so their logs ended without a word of why. Each now ends with the
+        launcher's line naming the culprit and its cause."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, sys, time\n"
+                        "print('rank', os.environ['RANK'], 'up', flush=True)\n"
+                        "if os.environ['RANK'] == '1':\n"
+                        "    sys.exit(3)\n"
+                        "time.sleep(60)\n")
+            logs_dir = os.path.join(d, "logs")
+            p = subprocess.run(PADDLERUN + ["--nproc=3", "--grace-s=5", f"--log-dir={logs_dir}",
+                                            "--tee", script],
+                               capture_output=True, text=True, timeout=60)
+            out = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 3, out)
+            for r in (0, 2):
+                with open(os.path.join(logs_dir, "attempt_0", f"rank_{r}.log")) as f:
+                    lines = f.read().splitlines()
+                self.assertEqual(lines[0], f"rank {r} up")
+                self.assertRegex(lines[-1], r"^paddlerun: stopped this worker \(SIGTERM\): rank 1 "
+                                            r"\(local rank 1 on node 0, pid \d+\) exited with "
+                                            r"status 3$")
+                self.assertIn(f"[rank {r}] {lines[-1]}", out)
+            with open(os.path.join(logs_dir, "attempt_0", "rank_1.log")) as f:
+                self.assertNotIn("paddlerun:", f.read())  # the culprit is not "stopped"
+
     def test_an_elastic_worker_stopped_past_the_exit_timeout_is_killed_and_restarted(self):
         """An elastic job drops a stopped worker and goes on; the launcher must not wait for it
         forever: after --exit-timeout it is killed and, a restart left, started again."""
@@ -909,6 +938,16 @@ class LogMuxTest(unittest.TestCase):
             with open(os.path.join(d, "attempt_0", "rank_10.log")) as f:
                 self.assertEqual(f.read(), "a0\nb0\n")
             self.assertEqual(mux.tail(10), ["a0", "b0"])
+            # After its pipe closed, the launcher's own line still ends the worker's output.
+            mux.note(11, "stopped this worker: rank 10 exited with status 1")
+            mux.note(10, "stopped this worker: rank 11 exited with status 1")
+            self.assertTrue(out.getvalue().endswith(
+                "[rank 11] paddlerun: stopped this worker: rank 10 exited with status 1\n"))
+            with open(os.path.join(d, "attempt_0", "rank_10.log")) as f:
+                self.assertEqual(
+                    f.read(), "a0\nb0\npaddlerun: stopped this worker: rank 11 exited with status 1\n")
+            self.assertEqual(mux.tail(10)[-1],
+                             "paddlerun: stopped this worker: rank 11 exited with status 1")
 
 
 class K8sTest(unittest.TestCase):

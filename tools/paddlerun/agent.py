@@ -12,6 +12,13 @@ Agent.run() loops over rounds (Note [Node rendezvous] in rendezvous.py):
      rank, its exit status or signal and the tail of its output, and either go to round r+1
      (restarts left) or exit with the failure. When all of this node's workers succeeded it waits
      until every node's did (or one failed, which restarts this node too).
+
+Note [One verdict]: the launcher usually sees a worker die before the others do (it waits on
+every child), and stops them within the grace period, so their own output often ends with no
+error at all. Each worker it stopped therefore gets the verdict as the last line of its output
+("paddlerun: stopped this worker (SIGTERM): rank 2 (...) was killed by SIGKILL"), the same
+words as the launcher's `job failed:` line; a node stopped for another node's failure names
+that rank and node. A user reading one worker's log, or one pod's, learns the culprit there.
 """
 import ctypes
 import functools
@@ -131,14 +138,19 @@ class Agent:
             self.workers.append((rank, local, p))
             mux.add(rank, local, p.stdout)
 
-    def _stop_workers(self, mux):
-        """SIGTERM to every worker's group, SIGKILL after --grace-s; reads their last output."""
+    def _stop_workers(self, mux, why=None):
+        """SIGTERM to every worker's group, SIGKILL after --grace-s; reads their last output.
+        With `why`, the output of each worker this stopped ends with a line saying why, so a
+        user reading only that worker's log sees the cause (Note [One verdict])."""
+        running = [rank for rank, _, p in self.workers if p.poll() is None]
+        how = "SIGTERM"
         self._kill_all(signal.SIGTERM)
         deadline = time.monotonic() + self.opts.grace_s
         while any(p.poll() is None for _, _, p in self.workers):
             mux.pump(0.02)
             if time.monotonic() >= deadline:
                 self._kill_all(signal.SIGKILL)
+                how = f"SIGTERM, then SIGKILL after --grace-s={self.opts.grace_s:g}"
                 break
         for _, _, p in self.workers:
             p.wait()
@@ -149,6 +161,9 @@ class Agent:
             except ProcessLookupError:
                 pass
         mux.drain(1.0)
+        if why:
+            for rank in running:
+                mux.note(rank, f"stopped this worker ({how}): {why}")
 
     def _check_nodes(self, a, beats):
         """A Failure when another node failed or stopped heartbeating; "join" when a launcher
@@ -286,18 +301,18 @@ class Agent:
                     self.store.set(f"r{a.round}/failed", json.dumps(info))
                 except StoreError:
                     pass
-                self._stop_workers(mux)
+                self._stop_workers(mux, why=f"the launcher got {name}")
                 return 128 + self.signal
             if outcome == "join":
                 self.say(f"a node waits to join; restarting with it (round {a.round + 1})")
-                self._stop_workers(mux)
+                self._stop_workers(mux, why="a node joins; every worker restarts with it")
                 r += 1
                 continue
             f = outcome
             self.say(f"{f.message}; stopping the other workers")
             if f.local:
                 self._report_local(f, a, mux)
-            self._stop_workers(mux)
+            self._stop_workers(mux, why=f.message)
             self.say(f"workers stopped {time.monotonic() - died_at:.2f} s after the failure "
                      "was seen")
             self.failures += 1

@@ -3,7 +3,8 @@
 Each line goes to the console as "[rank R] line" (unless --log-dir without --tee, or the worker's
 local rank is not in --local-ranks-filter) and, with --log-dir, unprefixed into
 LOG_DIR/attempt_<restart>/rank_<R>.log. The last TAIL_LINES lines of every worker are kept so a
-failure report can show them.
+failure report can show them. note() adds the launcher's own line to a worker's output, after
+what the worker wrote: why the launcher stopped it.
 """
 import collections
 import os
@@ -90,6 +91,23 @@ class LogMux:
         deadline = time.monotonic() + timeout
         while self.pump(0.05) and time.monotonic() < deadline:
             pass
+
+    def note(self, rank, text):
+        """Ends rank's output (console, log file, tail) with the launcher's line "paddlerun: TEXT",
+        so whoever reads only that worker's log learns why it stopped."""
+        stream = self._streams.get(rank)
+        if stream is None:
+            return
+        line = f"paddlerun: {text}".encode()
+        reopened = stream.logfile is not None and stream.logfile.closed  # its pipe closed
+        if reopened:
+            stream.logfile = open(self.log_path(rank), "ab")
+        self._emit(stream, line)
+        if stream.logfile is not None:
+            stream.logfile.flush()
+            if reopened:
+                stream.logfile.close()
+        self._out.flush()
 
     def tail(self, rank):
         return list(self._streams[rank].tail) if rank in self._streams else []
