@@ -19,12 +19,19 @@
 // the one rank 0 picks, on every rank), at the same sample, with the same optimizer, learning-rate
 // and dropout state, so an interrupted run ends with the same parameters as an uninterrupted one.
 //
+// --shard-optimizer keeps only this rank's slice of the optimizer state (ZeRO-1,
+// paddle/parallel/zero_redundancy_optimizer.h): DDP then only checks and broadcasts the model,
+// and the sharded optimizer averages the gradients by reduce-scatter. The JSON adds
+// optimizer_state_bytes (rank 0's) and peak_rss_mb (rank 0's ru_maxrss).
+//
 // --device=cuda (or cuda:N) moves the model to that GPU (Module::To) and copies each batch there,
 // so forward, loss, backward and the SGD step run on the GPU; scalars (the loss, the logits for
 // accuracy) are copied back to print. Data-parallel runs then default to backend=nccl, one GPU per
 // rank (plain "cuda" means cuda:LOCAL_RANK). --amp=bf16 computes Linear layers in bf16 with fp32
 // master weights (Note [bf16 autocast] in paddle/nn/functional_cuda.h). The JSON adds "device".
 #include "paddle/data/fashion_mnist.h"
+
+#include <sys/resource.h>
 
 #include <cmath>
 #include <csignal>
@@ -43,6 +50,7 @@
 #include "absl/time/clock.h"
 #include "examples/fashion_mnist_elastic.h"
 #include "examples/fashion_mnist_metrics.h"
+#include "examples/fashion_mnist_optimizer.h"
 #include "examples/fashion_mnist_task_group.h"
 #include "examples/fashion_mnist_tasks.h"
 #include "examples/launched_group.h"
@@ -63,15 +71,12 @@
 #include "paddle/nn/functional.h"
 #include "paddle/nn/models.h"
 #include "paddle/ops/cpu/threading.h"
-#include "paddle/optim/adam.h"
-#include "paddle/optim/lamb.h"
-#include "paddle/optim/lars.h"
 #include "paddle/optim/lr_schedule.h"
-#include "paddle/optim/sgd.h"
 #include "paddle/parallel/distributed_data_parallel.h"
 #include "paddle/parallel/local_sgd.h"
 #include "paddle/parallel/timeline.h"
 #include "paddle/parallel/training_metrics.h"
+#include "paddle/parallel/zero_redundancy_optimizer.h"
 
 namespace paddle::examples {
 namespace {
@@ -127,6 +132,9 @@ Data-parallel (started by the launcher: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
                              it trained on; summed over ranks, a check of exactly-once
   --barrier-only             benchmark: like --no-sync, but the workers meet once a step (a
                              one-element allreduce): what keeping them in step costs alone
+  --shard-optimizer          keep 1/N of the optimizer state per worker (ZeRO-1): gradients
+                             reduce-scattered, parameters all-gathered (CPU, not with --elastic,
+                             --data=tasks, --local-sgd, --no-sync or --barrier-only)
   --local-sgd=H              average parameters every H steps instead of gradients every step
                              (paddle/parallel/local_sgd.h, docs/local-sgd.md; default off)
   --local-sgd-warmup=N       --local-sgd: N synchronous steps first (post-local SGD)
@@ -162,6 +170,7 @@ struct Options {
   std::string compression = "none";
   bool no_sync = false;
   bool barrier_only = false;
+  bool shard_optimizer = false;
   int64_t local_sgd = 0;  // H; 0: off
   int64_t local_sgd_warmup = 0;
   double outer_momentum = 0;
@@ -200,6 +209,10 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
     }
     if (arg == "--barrier-only") {
       o->barrier_only = true;
+      continue;
+    }
+    if (arg == "--shard-optimizer") {
+      o->shard_optimizer = true;
       continue;
     }
     if (arg == "--sample-digest") {
@@ -294,6 +307,12 @@ absl::Status ParseOptions(int argc, char** argv, Options* o) {
   if (o->data == "tasks" && o->device != "cpu") {
     return absl::InvalidArgumentError("--data=tasks trains on the CPU (--device=cpu)");
   }
+  if (o->shard_optimizer && (o->elastic || o->data == "tasks" || o->local_sgd > 0 || o->no_sync ||
+                             o->barrier_only || o->device != "cpu")) {
+    return absl::InvalidArgumentError(
+        "--shard-optimizer trains on the CPU, without --elastic, --data=tasks, --local-sgd, "
+        "--no-sync and --barrier-only");
+  }
   if (o->data != "tasks" && (!o->shards.empty() || !o->sample_ledger.empty() || o->sample_digest)) {
     return absl::InvalidArgumentError(
         "--shards, --sample-ledger and --sample-digest go with --data=tasks");
@@ -309,36 +328,13 @@ absl::StatusOr<data::Dataset> Head(data::Dataset d, int64_t n) {
   return d;
 }
 
+OptimizerFlags RuleFlags(const Options& o) {
+  return {o.optimizer, o.lr, o.momentum, o.weight_decay};
+}
+
 absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(const Options& o,
                                                                 std::vector<nn::Variable> params) {
-  if (o.optimizer == "sgd") {
-    optim::SgdOptions s;
-    s.lr = o.lr > 0 ? o.lr : 0.05;
-    s.momentum = o.momentum;
-    s.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 0;
-    return optim::Sgd::Create(std::move(params), s);
-  }
-  if (o.optimizer == "adam") {
-    optim::AdamOptions a;
-    a.lr = o.lr > 0 ? o.lr : 1e-3;
-    a.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 0;
-    return optim::Adam::Create(std::move(params), a);
-  }
-  if (o.optimizer == "lars") {
-    optim::LarsOptions l;
-    l.lr = o.lr > 0 ? o.lr : 2.0;
-    l.momentum = o.momentum;
-    l.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 5e-4;
-    return optim::Lars::Create(std::move(params), l);
-  }
-  if (o.optimizer == "lamb") {
-    optim::LambOptions l;
-    l.lr = o.lr > 0 ? o.lr : 4e-3;
-    l.weight_decay = o.weight_decay >= 0 ? o.weight_decay : 0.01;
-    return optim::Lamb::Create(std::move(params), l);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown --optimizer=", o.optimizer, "; choose sgd, adam, lars or lamb"));
+  return MakeRule(RuleFlags(o), std::move(params));
 }
 
 // FNV-1a over every parameter and buffer, in name order: equal hashes mean bitwise-equal models.
@@ -350,6 +346,13 @@ uint64_t ParamHash(const nn::Module& model) {
     for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   }
   return h;
+}
+
+// This process's peak resident set so far (Linux reports ru_maxrss in KiB).
+double PeakRssMb() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
 absl::StatusOr<double> Evaluate(nn::Module& model, const data::Dataset& test) {
@@ -385,14 +388,17 @@ struct Progress {
   int64_t loss_count = 0;  // and their count
 };
 
+// Writes on the leader only; with a sharded optimizer every rank calls it (SaveState gathers).
 absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Module& model,
-                            const optim::Optimizer& opt, const nn::Generator& dropout,
-                            const data::DataLoader::State& position, const Progress& p) {
+                            const RunOptimizer& opt, const nn::Generator& dropout,
+                            const data::DataLoader::State& position, const Progress& p,
+                            bool write) {
   checkpoint::CheckpointState state;
+  RETURN_IF_ERROR(opt.SaveState(&state.tensors, &state.ints));
+  if (!write) return absl::OkStatus();
   for (const auto& [name, t] : model.StateDict()) {
     ASSIGN_OR_RETURN(state.tensors["model/" + name], nn::internal::MoveTensor(t, Device::Cpu()));
   }
-  RETURN_IF_ERROR(opt.SaveState(&state.tensors, &state.ints));
   state.ints["data/epoch"] = position.epoch;
   state.ints["data/offset"] = position.offset;
   state.ints["train/step"] = p.step;
@@ -405,7 +411,7 @@ absl::Status SaveCheckpoint(checkpoint::CheckpointManager& manager, const nn::Mo
 // Restores what SaveCheckpoint saved. A checkpoint of another program or model (other keys,
 // parameter names or shapes) is an error naming the file and what does not fit.
 absl::Status RestoreCheckpoint(const checkpoint::LoadedCheckpoint& loaded, nn::Module& model,
-                               optim::Optimizer& opt, data::DistributedSampler& sampler,
+                               RunOptimizer& opt, data::DistributedSampler& sampler,
                                nn::Generator& dropout, Progress* p) {
   const checkpoint::CheckpointState& s = loaded.state;
   auto does_not_fit = [&loaded](const absl::Status& cause) {
@@ -581,8 +587,18 @@ int Run(const Options& o) {
       nn::MakeModel(o.model, static_cast<uint64_t>(o.seed), dropout);
   if (!model.ok()) return fail(model.status());
   if (absl::Status st = (*model)->To(*device); !st.ok()) return fail(st);
-  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = MakeOptimizer(o, (*model)->Parameters());
-  if (!opt.ok()) return fail(opt.status());
+  RunOptimizer opt;
+  if (o.shard_optimizer && group.comm) {  // a single process holds all state anyway
+    absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> made = ZeroRedundancyOptimizer::Create(
+        (*model)->Parameters(), group.comm.get(), RuleFactory(RuleFlags(o)));
+    if (!made.ok()) return fail(made.status());
+    opt.sharded = *std::move(made);
+  } else {
+    absl::StatusOr<std::unique_ptr<optim::Optimizer>> made =
+        MakeOptimizer(o, (*model)->Parameters());
+    if (!made.ok()) return fail(made.status());
+    opt.plain = *std::move(made);
+  }
   // Any world size: the ranks share each step's --batch samples, unevenly where the world size
   // does not divide it (Note [Uneven shares] in paddle/data/distributed_sampler.h).
   if (o.batch < group.world) {
@@ -609,7 +625,7 @@ int Run(const Options& o) {
                    : manager->LoadLatest();
     if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return fail(loaded.status());
     if (loaded.ok()) {
-      absl::Status st = RestoreCheckpoint(*loaded, **model, **opt, *sampler, *dropout, &p);
+      absl::Status st = RestoreCheckpoint(*loaded, **model, opt, *sampler, *dropout, &p);
       if (!st.ok()) return fail(st);
       if (leader)
         std::printf("resumed from %s (step %lld, epoch %lld, sample %lld)\n", loaded->path.c_str(),
@@ -631,7 +647,8 @@ int Run(const Options& o) {
         DistributedDataParallel::Create(*model, group.comm.get(), ddp_options);
     if (!made.ok()) return fail(made.status());
     ddp = *std::move(made);
-    if (o.no_sync || o.barrier_only) ddp->set_sync(false);
+    // The sharded optimizer averages by reduce-scatter: DDP's allreduce would be a second one.
+    if (o.no_sync || o.barrier_only || opt.sharded) ddp->set_sync(false);
   }
   std::unique_ptr<LocalSgd> local_sgd;
   if (ddp && o.local_sgd > 0) {
@@ -672,7 +689,7 @@ int Run(const Options& o) {
   int64_t steps_per_epoch = (sampler->NumSamples() + local_batch - 1) / local_batch;
   int64_t total_steps = steps_per_epoch * o.epochs;
   auto warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
-  double peak_lr = (*opt)->lr();
+  double peak_lr = opt.lr();
   absl::StatusOr<std::unique_ptr<optim::CosineLr>> cosine =
       optim::CosineLr::Create(peak_lr, std::max<int64_t>(total_steps, 1));
   if (!cosine.ok()) return fail(cosine.status());
@@ -712,8 +729,8 @@ int Run(const Options& o) {
       absl::StatusOr<std::optional<data::Batch>> batch = (*loader)->Next();
       if (!batch.ok()) return fail(batch.status());
       if (!batch->has_value()) break;
-      (*opt)->set_lr((*schedule)->LrAt(p.step));
-      (*opt)->ZeroGrad();
+      opt.set_lr((*schedule)->LrAt(p.step));
+      opt.ZeroGrad();
       absl::Time t1 = span("data", t0);
       absl::StatusOr<Tensor> batch_images = nn::internal::MoveTensor((*batch)->images, *device);
       if (!batch_images.ok()) return fail(batch_images.status());
@@ -739,7 +756,7 @@ int Run(const Options& o) {
         st = group.comm->Allreduce(step_barrier, ReduceOp::kSum)->Wait();
       }
       absl::Time t3 = span("backward", t2);
-      if (st.ok()) st = (*opt)->Step();
+      if (st.ok()) st = opt.Step();
       if (st.ok() && local_sgd) st = local_sgd->AfterStep().status();
       if (!st.ok()) return fail(st);
       span("optimizer", t3);
@@ -754,9 +771,9 @@ int Run(const Options& o) {
       samples += std::min(o.batch, sampler->TotalSize() - (*batch)->index * o.batch);
       progress.Update((*loader)->state().offset / local_batch, steps_per_epoch, samples, start);
       bool end_of_epoch = (*loader)->state().offset >= sampler->NumSamples();
-      if (manager && leader && o.checkpoint_every > 0 && p.step % o.checkpoint_every == 0 &&
-          !end_of_epoch) {
-        st = SaveCheckpoint(*manager, **model, **opt, *dropout, (*loader)->state(), p);
+      if (manager && (leader || opt.sharded) && o.checkpoint_every > 0 &&
+          p.step % o.checkpoint_every == 0 && !end_of_epoch) {
+        st = SaveCheckpoint(*manager, **model, opt, *dropout, (*loader)->state(), p, leader);
         if (!st.ok()) return fail(st);
       }
       if (p.step == o.crash_after_steps) {
@@ -777,6 +794,16 @@ int Run(const Options& o) {
     double wait_fraction = seconds > 0 ? wait / seconds : 0;
     double train_loss = loss_totals[1] > 0 ? loss_totals[0] / loss_totals[1] : 0;
     double rate = seconds > 0 ? samples / seconds : 0;
+    if (manager && (leader || opt.sharded)) {
+      // The position is the start of the next epoch.
+      p.epoch = epoch + 1;
+      Progress next = p;
+      next.loss_sum = 0;
+      next.loss_count = 0;
+      absl::Status st =
+          SaveCheckpoint(*manager, **model, opt, *dropout, {epoch + 1, 0}, next, leader);
+      if (!st.ok()) return fail(st);
+    }
     if (!leader) continue;
     absl::StatusOr<double> accuracy = Evaluate(**model, *test);
     if (!accuracy.ok()) return fail(accuracy.status());
@@ -788,21 +815,13 @@ int Run(const Options& o) {
         rate, seconds,
         ddp ? absl::StrFormat("  comm_wait %.1f%%", 100 * wait_fraction).c_str() : "");
     std::fflush(stdout);
-    if (manager) {
-      // The position is the start of the next epoch.
-      p.epoch = epoch + 1;
-      Progress next = p;
-      next.loss_sum = 0;
-      next.loss_count = 0;
-      absl::Status st = SaveCheckpoint(*manager, **model, **opt, *dropout, {epoch + 1, 0}, next);
-      if (!st.ok()) return fail(st);
-    }
     last_json = absl::StrFormat(
         "{\"epoch\": %d, \"train_loss\": %.6f, \"test_accuracy\": %.4f, \"samples_per_s\": "
         "%.1f, \"epoch_time_s\": %.3f, \"world_size\": %d, \"comm_wait_fraction\": %.4f, "
-        "\"device\": \"%s\", \"amp\": \"%s\", \"param_hash\": \"%016x\"}",
+        "\"device\": \"%s\", \"amp\": \"%s\", \"optimizer_state_bytes\": %d, "
+        "\"peak_rss_mb\": %.1f, \"param_hash\": \"%016x\"}",
         epoch + 1, train_loss, *accuracy, rate, seconds, group.world, wait_fraction,
-        device->ToString(), o.amp, ParamHash(**model));
+        device->ToString(), o.amp, opt.StateBytes(), PeakRssMb(), ParamHash(**model));
   }
   if (timeline) {
     if (absl::Status st = timeline->Write(group.comm.get()); !st.ok()) return fail(st);
