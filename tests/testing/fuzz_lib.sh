@@ -4,6 +4,11 @@
 # fails on a crash, a sanitizer report, a broken property (the target aborts with "property
 # violated: ...") or too few executions. A fuzz test script sources this file, calls `seed` for
 # each seed input, then `fuzz_build SOURCES... [-- LINK FLAGS]` and `fuzz_run`.
+#
+# The corpus that long runs found (tests/fuzz_corpus/<name>/, <name> being the script's name less
+# _fuzz_test.sh; tools/fuzz grows it) is read beside the seeds, so every run replays it. With
+# FUZZ_MERGE_INTO=DIR, fuzz_run then merges into DIR the inputs of this run that reach new
+# coverage (libFuzzer's -merge=1), which is how tools/fuzz keeps them.
 set -euo pipefail
 
 FUZZ_SRC="${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -12,6 +17,8 @@ FUZZ_ARTIFACTS="${TEST_UNDECLARED_OUTPUTS_DIR:-${FUZZ_WORK}}"
 FUZZ_SECONDS_TO_RUN="${FUZZ_SECONDS:-20}"
 FUZZ_MAX_LEN="${FUZZ_MAX_LEN:-8192}"
 FUZZ_CXX=/usr/bin/clang++
+FUZZ_NAME="$(basename "$0" _fuzz_test.sh)"
+FUZZ_KEPT="${FUZZ_SRC}/tests/fuzz_corpus/${FUZZ_NAME}"
 mkdir -p "${FUZZ_WORK}/corpus"
 
 # Abseil libraries our parsers use; --as-needed drops the unused ones.
@@ -47,11 +54,13 @@ fuzz_build() {
 
 fuzz_run() {
   local name="${1:-fuzzer}"
-  echo "fuzzing for ${FUZZ_SECONDS_TO_RUN}s"
+  local kept=()
+  [[ -d "${FUZZ_KEPT}" ]] && kept=("${FUZZ_KEPT}")
+  echo "fuzzing for ${FUZZ_SECONDS_TO_RUN}s (kept corpus: ${kept[*]:-none})"
   set +e
   "${FUZZ_WORK}/fuzzer" -max_total_time="${FUZZ_SECONDS_TO_RUN}" -max_len="${FUZZ_MAX_LEN}" \
     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="${FUZZ_ARTIFACTS}/" \
-    "${FUZZ_WORK}/corpus" >"${FUZZ_WORK}/fuzz.log" 2>&1
+    "${FUZZ_WORK}/corpus" "${kept[@]}" >"${FUZZ_WORK}/fuzz.log" 2>&1
   local rc=$?
   set -e
   grep -m 5 -E "property violated|ERROR:|SUMMARY:" "${FUZZ_WORK}/fuzz.log" || true
@@ -60,6 +69,14 @@ fuzz_run() {
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "${FUZZ_WORK}/fuzz.log" |
     grep -o '[0-9]*$' || true)
   echo "${name}: ${execs:-?} executions in ${FUZZ_SECONDS_TO_RUN}s, exit code ${rc}"
+  echo "fuzz-result: ${FUZZ_NAME} ${FUZZ_SECONDS_TO_RUN} ${execs:-0} ${rc}"
+  if [[ ${rc} -eq 0 && -n "${FUZZ_MERGE_INTO:-}" ]]; then
+    mkdir -p "${FUZZ_MERGE_INTO}"
+    "${FUZZ_WORK}/fuzzer" -merge=1 -max_len="${FUZZ_MAX_LEN}" "${FUZZ_MERGE_INTO}" \
+      "${FUZZ_WORK}/corpus" >"${FUZZ_WORK}/merge.log" 2>&1 ||
+      { tail -n 5 "${FUZZ_WORK}/merge.log"; echo "FAIL: merging the corpus" >&2; exit 1; }
+    echo "kept corpus: $(find "${FUZZ_MERGE_INTO}" -type f | wc -l) inputs in ${FUZZ_MERGE_INTO}"
+  fi
   if [[ ${rc} -ne 0 ]]; then
     echo "FAIL: the fuzzer found a problem; the input is in ${FUZZ_ARTIFACTS}" >&2
     exit 1
