@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<MetricsPusher>> MetricsPusher::FromEnv(
   if (!address.has_value()) return std::unique_ptr<MetricsPusher>();
   absl::StatusOr<std::optional<absl::Duration>> period = SecondsSetting("PADDLE_METRICS_PERIOD_S");
   if (!period.ok()) return period.status();
+  if (period->has_value() && **period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "PADDLE_METRICS_PERIOD_S=0: the seconds between metrics snapshots must be above 0");
+  }
   return Create(registry, *address, period->value_or(absl::Seconds(1)), rank);
 }
 

@@ -157,7 +157,7 @@ const Setting kSettings[] = {
      .reader = R::kLibrary,
      .default_text = "set by paddlerun; unset: no metrics are sent",
      .meaning = "HOST:PORT of the launcher's UDP socket each worker sends its metrics to",
-     .see = "paddle/core/metrics_pusher.h",
+     .see = "docs/observability.md",
      .details = "one datagram per PADDLE_METRICS_PERIOD_S from a background thread, never "
                 "blocking a step (Note [Metrics push])",
      .also_launcher = true},
@@ -166,7 +166,7 @@ const Setting kSettings[] = {
      .reader = R::kLibrary,
      .default_text = "1",
      .meaning = "seconds between a worker's metrics snapshots to PADDLE_METRICS_ADDR",
-     .see = "paddle/core/metrics_pusher.h"},
+     .see = "docs/observability.md"},
     {.name = "PADDLE_NNODES",
      .type = T::kString,
      .reader = R::kWorkers,

@@ -159,6 +159,12 @@ TEST(MetricsPusherTest, FromEnvIsOffWithoutAnAddressAndRejectsBadOnes) {
   EXPECT_FALSE(pusher.ok());
   EXPECT_TRUE(absl::StrContains(pusher.status().message(), "PADDLE_METRICS_ADDR"))
       << pusher.status();
+  ScopedEnv good("PADDLE_METRICS_ADDR", "127.0.0.1:9");
+  ScopedEnv zero("PADDLE_METRICS_PERIOD_S", "0");
+  pusher = MetricsPusher::FromEnv(&registry, 0);
+  EXPECT_FALSE(pusher.ok());
+  EXPECT_TRUE(absl::StrContains(pusher.status().message(), "PADDLE_METRICS_PERIOD_S"))
+      << pusher.status();
 }
 
 }  // namespace

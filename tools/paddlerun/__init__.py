@@ -10,5 +10,7 @@ The modules, from the bottom up:
               group ranks, MASTER_ADDR/MASTER_PORT for the workers (Note [Node rendezvous])
   logs        rank-prefixed console lines, one log file per rank, --tee, --local-ranks-filter
   agent       spawns, monitors, stops and restarts the workers of one node
+  dashboard   --dashboard: the workers' metrics gathered over UDP, served as Prometheus text and a
+              live page (Note [Metrics hub])
   main        the entry point of `bazel run //tools:launch` and of the installed `paddlerun`
 """

@@ -84,13 +84,14 @@ class Failure:
 
 
 class Agent:
-    def __init__(self, opts, command, rdzv, store, cwd, err=None, token=None):
+    def __init__(self, opts, command, rdzv, store, cwd, err=None, token=None, hub=None):
         self.opts = opts
         self.command = command
         self.rdzv = rdzv
         self.store = store
         self.cwd = cwd
         self.token = token  # the job's secret, for the workers' store (Note [Job token])
+        self.hub = hub  # --dashboard: where the workers send metrics (Note [Metrics hub])
         self.err = err or sys.stderr
         self.workers = []  # (rank, local_rank, Popen)
         self.signal = None
@@ -132,9 +133,13 @@ class Agent:
                 # Our transports listen where the host name points, else on loopback; with
                 # several nodes they must use the address the other nodes reach this one at.
                 env["PADDLE_SOCKET_IFNAME"] = a.nodes[a.group_rank]["host"]
+            if self.hub is not None:
+                env["PADDLE_METRICS_ADDR"] = self.hub.address
             p = subprocess.Popen(self.command, env=env, cwd=self.cwd, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+            if self.hub is not None:
+                self.hub.spawned(p.pid, rank, a.round)
             self.workers.append((rank, local, p))
             mux.add(rank, local, p.stdout)
 
@@ -310,6 +315,8 @@ class Agent:
                 continue
             f = outcome
             self.say(f"{f.message}; stopping the other workers")
+            if self.hub is not None:
+                self.hub.event("failure", f.message, f.rank)
             if f.local:
                 self._report_local(f, a, mux)
             self._stop_workers(mux, why=f.message)

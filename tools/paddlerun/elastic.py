@@ -111,8 +111,9 @@ def wait_for_store(host, port, timeout, say):
 
 
 class ElasticAgent:
-    def __init__(self, opts, command, cwd, token, script, err):
+    def __init__(self, opts, command, cwd, token, script, err, hub=None):
         self.opts = opts
+        self.hub = hub  # --dashboard (Note [Metrics hub] in dashboard.py)
         self.command = command
         self.cwd = cwd
         self.token = token
@@ -152,10 +153,14 @@ class ElasticAgent:
                    PADDLE_ELASTIC_MAX_SIZE=str(o.nproc * o.max_nodes))
         if self.local_addr and not os.environ.get("PADDLE_SOCKET_IFNAME"):
             env["PADDLE_SOCKET_IFNAME"] = self.local_addr  # where our transports listen
+        if self.hub is not None:
+            env["PADDLE_METRICS_ADDR"] = self.hub.address
         p = subprocess.Popen(self.command, env=env, cwd=self.cwd, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              preexec_fn=functools.partial(agent_mod._die_with_parent,
                                                           os.getpid()))
+        if self.hub is not None:
+            self.hub.spawned(p.pid, slot, 0)
         label = str(slot) if self.starts[slot] == 0 else f"{slot}.{self.starts[slot]}"
         mux.add(label, slot, p.stdout)
         self.starts[slot] += 1
@@ -267,6 +272,8 @@ class ElasticAgent:
                     self.successes += 1
                     continue
                 what = f"worker {slot} (pid {p.pid}) {agent_mod.describe(code)}"
+                if self.hub is not None:
+                    self.hub.event("failure", what)
                 running = sum(q is not None and q.poll() is None for q in self.slots)
                 if self.restarts < self.opts.max_restarts:
                     self.restarts += 1

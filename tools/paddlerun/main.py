@@ -7,7 +7,7 @@ import socket
 import sys
 import time
 
-from paddlerun import agent, elastic, kvstore, labels, options, rendezvous
+from paddlerun import agent, dashboard, elastic, kvstore, labels, options, rendezvous
 
 
 def _is_local(host, wait_s=0.0, say=None):
@@ -96,8 +96,29 @@ def main(argv=None, script=None):
     except KeyboardInterrupt:  # during a label's build: nothing started yet
         say("interrupted")
         return 130
+    hub = board = None
+    if opts.dashboard is not None:  # Note [Metrics hub]
+        try:
+            hub = dashboard.MetricsHub(opts.rdzv_id)
+            board = dashboard.Dashboard(hub, opts.dashboard_host, opts.dashboard, token)
+        except OSError as e:
+            if hub is not None:
+                hub.close()
+            say(f"error: --dashboard={opts.dashboard} on {opts.dashboard_host}: "
+                f"{e.strerror or e}; pick another port (0: a free one) or --dashboard-host")
+            return 2
+        say(f"dashboard at {board.url} (Prometheus metrics: {board.url}metrics)")
+    try:
+        return _run(opts, command, cwd, token, script, say, t0, hub)
+    finally:
+        if board is not None:
+            board.close()
+            hub.close()
+
+
+def _run(opts, command, cwd, token, script, say, t0, hub):
     if opts.min_nproc:  # Note [Elastic launcher]
-        code = elastic.ElasticAgent(opts, command, cwd, token, script, sys.stderr).run()
+        code = elastic.ElasticAgent(opts, command, cwd, token, script, sys.stderr, hub).run()
         say(f"exit status {code} after {time.monotonic() - t0:.2f} s")
         return code
     server = None
@@ -114,7 +135,7 @@ def main(argv=None, script=None):
             timeout=opts.rdzv_timeout, last_call=opts.rdzv_last_call,
             master_addr=opts.master_addr or ("127.0.0.1" if opts.max_nodes == 1 else ""),
             first_master_port=opts.master_port)
-        a = agent.Agent(opts, command, rdzv, store, cwd, token=token)
+        a = agent.Agent(opts, command, rdzv, store, cwd, token=token, hub=hub)
         a.install_signal_handlers()
         code = a.run()
     except (kvstore.StoreError, rendezvous.RendezvousError) as e:

@@ -65,6 +65,8 @@ environment of every worker (the torchrun contract, plus paddle's names):
   PADDLE_STORE_TOKEN        the job's secret (--token-file, $PADDLE_STORE_TOKEN, or made up for a
                             one-node job); the workers' TCP store admits only ranks that know it.
                             Not set with --no-auth
+  PADDLE_METRICS_ADDR       with --dashboard: HOST:PORT of this launcher's UDP socket the workers
+                            send their metrics to (docs/observability.md)
 Workers die with the launcher (PR_SET_PDEATHSIG) and run in their own process groups.
 
 exit status: 0 when every worker of every node succeeded; else the failed worker's exit status
@@ -204,6 +206,13 @@ def build_parser():
     add("--no-auth", dest="no_auth", action="store_true",
         help="no job token: anyone who can reach the rendezvous store or the workers' store "
              "can join the job and read or change its keys. Only for a network you trust")
+    add("--dashboard", type=int, default=None, metavar="PORT",
+        help="serve the job's metrics on PORT (0: a free one): Prometheus text at /metrics, "
+             "a live page at /; the address is printed at start (default: off)")
+    add("--dashboard-host", dest="dashboard_host", default="127.0.0.1",
+        help="the address --dashboard listens on (default 127.0.0.1, this machine only); "
+             "elsewhere it answers only requests carrying the job's token as "
+             "'Authorization: Bearer TOKEN'")
     add("--no-build", dest="no_build", action="store_true",
         help="do not run bazel for a label: run its binary from the launcher's runfiles or a "
              "workspace's bazel-out/k8-opt/bin or bazel-bin as built (for machines without "
@@ -300,6 +309,8 @@ def parse(argv):
                              f"{MAX_SECONDS:.0f}")
     if opts.max_restarts < 0:
         raise UsageError(f"--max-restarts is {opts.max_restarts}; it must be at least 0")
+    if opts.dashboard is not None and not 0 <= opts.dashboard <= 65535:
+        raise UsageError(f"--dashboard is {opts.dashboard}; a port is 0..65535 (0: a free one)")
     if not 0 <= opts.master_port <= 65535:
         raise UsageError(f"--master-port is {opts.master_port}; a port is 1..65535")
     opts.ranks_filter = parse_ranks_filter(opts.local_ranks_filter)
