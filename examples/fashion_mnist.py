@@ -2,7 +2,7 @@
 """Trains a Fashion-MNIST classifier from Python, on one process or data-parallel on many: the
 Python twin of examples/fashion_mnist.cc, with the same flags, the same per-epoch lines and the
 same last-line JSON (epoch, train_loss, test_accuracy, samples_per_s, epoch_time_s, world_size,
-comm_wait_fraction, param_hash). Given the same flags and thread count it computes the same
+comm_wait_fraction, optimizer_state_bytes, peak_rss_mb, param_hash). Given the same flags and thread count it computes the same
 parameters as the C++ example, bit for bit (compare param_hash).
 
     /usr/bin/python3 examples/fashion_mnist.py --model=cnn --epochs=3 --threads=2
@@ -10,7 +10,8 @@ parameters as the C++ example, bit for bit (compare param_hash).
 
 Started by the launcher (WORLD_SIZE set) it joins the group through env://, shares each step's
 global --batch over the workers (unevenly where their number does not divide it), shards the data
-with a DistributedSampler and averages gradients with DDP; rank 0 prints and evaluates. Checkpointing (--checkpoint-dir, --resume) is the C++ example's only.
+with a DistributedSampler and averages gradients with DDP (or, with --shard-optimizer, by the
+reduce-scatter of a ZeroRedundancyOptimizer); rank 0 prints and evaluates. Checkpointing (--checkpoint-dir, --resume) is the C++ example's only.
 
 With --elastic (under `paddlerun --nproc=N --min-nproc=M`) workers may die, leave on SIGTERM or
 join while the job runs (paddle.distributed.elastic; the C++ example's --elastic, step for step):
@@ -22,6 +23,7 @@ the global batch stays --batch at any world size, the state is committed in memo
 """
 import argparse
 import json
+import resource
 import os
 import sys
 import time
@@ -57,6 +59,9 @@ def parse_args(argv):
     p.add_argument("--first-bucket-mb", type=float, default=1.0)
     p.add_argument("--compression", default="none", choices=["none", "fp16", "bf16"])
     p.add_argument("--no-sync", action="store_true")
+    p.add_argument("--shard-optimizer", action="store_true",
+                   help="keep 1/N of the optimizer state per worker (ZeRO-1): gradients "
+                        "reduce-scattered, parameters all-gathered")
     p.add_argument("--local-sgd", type=int, default=0, metavar="H",
                    help="average parameters every H steps instead of gradients every step")
     p.add_argument("--local-sgd-warmup", type=int, default=0, metavar="N",
@@ -75,16 +80,22 @@ def parse_args(argv):
     return o
 
 
-def make_optimizer(o, params):
-    lr = o.lr if o.lr is not None else DEFAULT_LR[o.optimizer]
-    wd = o.weight_decay if o.weight_decay is not None else DEFAULT_WD[o.optimizer]
-    if o.optimizer == "sgd":
-        return optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=wd)
-    if o.optimizer == "adam":
-        return optim.Adam(params, lr=lr, weight_decay=wd)
-    if o.optimizer == "lars":
-        return optim.LARS(params, lr=lr, momentum=o.momentum, weight_decay=wd)
-    return optim.LAMB(params, lr=lr, weight_decay=wd)
+def make_optimizer(o, params, shard=False):
+    """--optimizer's rule; with `shard`, wrapped in a ZeroRedundancyOptimizer."""
+    kwargs = {"lr": o.lr if o.lr is not None else DEFAULT_LR[o.optimizer],
+              "weight_decay": o.weight_decay if o.weight_decay is not None
+              else DEFAULT_WD[o.optimizer]}
+    if o.optimizer in ("sgd", "lars"):
+        kwargs["momentum"] = o.momentum
+    rule = {"sgd": optim.SGD, "adam": optim.Adam, "lars": optim.LARS, "lamb": optim.LAMB}
+    if shard:
+        return dist.ZeroRedundancyOptimizer(params, rule[o.optimizer], **kwargs)
+    return rule[o.optimizer](params, **kwargs)
+
+
+def peak_rss_mb():
+    """This process's peak resident set so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def evaluate(model, test):
@@ -195,6 +206,9 @@ def train_elastic(o, train, test):
 def main(argv):
     o = parse_args(argv)
     paddle.set_num_threads(o.threads)
+    if o.shard_optimizer and (o.no_sync or o.local_sgd > 0 or o.elastic):
+        sys.exit("fashion_mnist: --shard-optimizer goes without --no-sync, --local-sgd and "
+                 "--elastic")
     if o.elastic:
         return train_elastic(o, paddle.data.FashionMNIST("train", o.data_dir).head(
             o.train_samples), paddle.data.FashionMNIST("test", o.data_dir).head(o.test_samples))
@@ -212,7 +226,8 @@ def main(argv):
     # Weights from the seed (identical replicas); dropout masks from a stream per rank.
     dropout = nn.Generator(o.seed, 1 + rank)
     model = nn.make_model(o.model, o.seed, dropout)
-    opt = make_optimizer(o, model.parameters())
+    sharded = o.shard_optimizer and launched()  # one process holds all state anyway
+    opt = make_optimizer(o, model.parameters(), shard=sharded)
     # Any world size: the ranks share each step's --batch samples, unevenly where the world size
     # does not divide it (Note [Uneven shares] in paddle/data/distributed_sampler.h).
     sampler = paddle.data.DistributedSampler(len(train), rank, world, o.seed, global_batch=o.batch)
@@ -222,7 +237,8 @@ def main(argv):
         ddp = dist.DistributedDataParallel(model, bucket_cap_mb=o.bucket_cap_mb,
                                            first_bucket_mb=o.first_bucket_mb,
                                            compression=o.compression)
-        if o.no_sync:
+        # The sharded optimizer averages by reduce-scatter: DDP's allreduce would be a second one.
+        if o.no_sync or sharded:
             ddp.set_sync(False)
     local_sgd = None
     if ddp and o.local_sgd > 0:
@@ -250,7 +266,7 @@ def main(argv):
         wait_before = ddp.comm_wait_seconds() if ddp else 0.0
         start = last_report = time.monotonic()
         for images, labels in loader.epoch(epoch):
-            schedule.apply(opt)
+            opt.lr = schedule.lr_at(opt.step_count)
             opt.zero_grad()
             loss = cross_entropy(forward(images), labels)
             # Weighted by this rank's share of --batch: 1 in a full step of an even split.
@@ -286,13 +302,15 @@ def main(argv):
         if not leader:
             continue
         accuracy = evaluate(model, test)
+        state_bytes = opt.optimizer_state_bytes if sharded else opt.state_bytes
         comm = f"  comm_wait {100 * wait_fraction:.1f}%" if ddp else ""
         print(f"epoch {epoch + 1}/{o.epochs}  train_loss {train_loss:.4f}  test_accuracy "
               f"{accuracy:.4f}  samples/s {rate:.0f}  epoch_time {seconds:.2f}s{comm}", flush=True)
         last_json = (f'{{"epoch": {epoch + 1}, "train_loss": {train_loss:.6f}, "test_accuracy": '
                      f'{accuracy:.4f}, "samples_per_s": {rate:.1f}, "epoch_time_s": '
                      f'{seconds:.3f}, "world_size": {world}, "comm_wait_fraction": '
-                     f'{wait_fraction:.4f}, "param_hash": "{model.param_hash()}"}}')
+                     f'{wait_fraction:.4f}, "optimizer_state_bytes": {state_bytes}, "peak_rss_mb": '
+                     f'{peak_rss_mb():.1f}, "param_hash": "{model.param_hash()}"}}')
     if local_sgd:  # one model again on every rank (per-epoch figures are rank 0's replica)
         local_sgd.synchronize()
     if dist.is_initialized():

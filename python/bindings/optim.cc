@@ -62,6 +62,7 @@ void BindOptimizers(py::module_& o) {
       .def("zero_grad", &Optimizer::ZeroGrad)
       .def_property("lr", &Optimizer::lr, &Optimizer::set_lr)
       .def_property_readonly("step_count", &Optimizer::step_count)
+      .def_property_readonly("state_bytes", &Optimizer::StateBytes)
       .def("state_dict",
            [](const Optimizer& opt) {
              std::map<std::string, Tensor> tensors;

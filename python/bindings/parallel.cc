@@ -2,7 +2,9 @@
 // state it commits and rolls back (elastic_state.h) and the global-batch arithmetic
 // (global_batch.h), for training loops written in Python. python/paddle/distributed/elastic.py
 // builds the user-facing API on these; examples/fashion_mnist.py --elastic uses it. And
-// paddle._C.distributed.LocalSGD (paddle/parallel/local_sgd.h), paddle.distributed.LocalSGD.
+// paddle._C.distributed.LocalSGD (paddle/parallel/local_sgd.h), paddle.distributed.LocalSGD,
+// and paddle._C.distributed.ZeroRedundancyOptimizer (paddle/parallel/zero_redundancy_optimizer.h),
+// paddle.distributed.ZeroRedundancyOptimizer.
 //
 // Each generation's process group shares its communicator with the ElasticGroup
 // (ElasticGroup::shared_comm), so a Python object that still holds an old generation's group
@@ -13,8 +15,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -26,6 +30,7 @@
 #include "paddle/parallel/elastic_state.h"
 #include "paddle/parallel/global_batch.h"
 #include "paddle/parallel/local_sgd.h"
+#include "paddle/parallel/zero_redundancy_optimizer.h"
 #include "python/bindings/bindings.h"
 #include "python/bindings/common.h"
 #include "python/bindings/process_group.h"
@@ -286,6 +291,136 @@ void BindLocalSgd(py::module_& d) {
       .def_property_readonly("in_warmup", &LocalSgd::in_warmup);
 }
 
+// The rule `rule` ("sgd", "adam", "adamw", "lars", "lamb") with the keyword arguments of the
+// paddle.optim class of that name; an argument the class does not take is a TypeError.
+OptimizerFactory RuleFromKwargs(const std::string& rule, const py::dict& kwargs) {
+  static const auto* accepted = new std::map<std::string, std::set<std::string>>{
+      {"sgd", {"lr", "momentum", "dampening", "nesterov", "weight_decay", "exclude"}},
+      {"adam", {"lr", "betas", "eps", "weight_decay", "exclude"}},
+      {"adamw", {"lr", "betas", "eps", "weight_decay", "exclude"}},
+      {"lars", {"lr", "momentum", "weight_decay", "eta", "exclude"}},
+      {"lamb", {"lr", "betas", "eps", "weight_decay", "exclude"}}};
+  auto it = accepted->find(rule);
+  if (it == accepted->end()) {
+    throw py::value_error(absl::StrCat("ZeroRedundancyOptimizer: no optimizer '", rule,
+                                       "'; choose SGD, Adam, AdamW, LARS or LAMB"));
+  }
+  for (const auto& [k, v] : kwargs) {
+    if (it->second.count(k.cast<std::string>()) == 0) {
+      throw py::type_error(absl::StrCat("ZeroRedundancyOptimizer: ", rule, " takes no argument '",
+                                        k.cast<std::string>(), "'"));
+    }
+  }
+  auto num = [&kwargs](const char* key, double fallback) {
+    return kwargs.contains(key) ? kwargs[key].cast<double>() : fallback;
+  };
+  auto betas = [&kwargs](double b1, double b2) {
+    return kwargs.contains("betas") ? kwargs["betas"].cast<std::pair<double, double>>()
+                                    : std::make_pair(b1, b2);
+  };
+  const std::string exclude =
+      kwargs.contains("exclude") ? kwargs["exclude"].cast<std::string>() : std::string("below2d");
+  if (exclude != "below2d" && exclude != "none") {
+    throw py::value_error(absl::StrCat("exclude='", exclude, "': choose 'below2d' or 'none'"));
+  }
+  const optim::ExcludePredicate whole = exclude == "none" ? optim::ExcludeNone() : nullptr;
+  if (rule == "sgd") {
+    optim::SgdOptions o{
+        num("lr", 0.01),          num("momentum", 0.0),
+        num("dampening", 0.0),    kwargs.contains("nesterov") && kwargs["nesterov"].cast<bool>(),
+        num("weight_decay", 0.0), whole};
+    return SgdFactory(o);
+  }
+  if (rule == "lars") {
+    optim::LarsOptions o{num("lr", 0.1), num("momentum", 0.9), num("weight_decay", 5e-4),
+                         num("eta", 0.001), whole};
+    return LarsFactory(o);
+  }
+  if (rule == "lamb") {
+    const auto [b1, b2] = betas(0.9, 0.999);
+    optim::LambOptions o{num("lr", 1e-3),           b1,   b2, num("eps", 1e-6),
+                         num("weight_decay", 0.01), whole};
+    return LambFactory(o);
+  }
+  const bool decoupled = rule == "adamw";
+  const auto [b1, b2] = betas(0.9, 0.999);
+  optim::AdamOptions o{
+      num("lr", 1e-3), b1,   b2, num("eps", 1e-8), num("weight_decay", decoupled ? 0.01 : 0.0),
+      decoupled,       whole};
+  return AdamFactory(o);
+}
+
+py::dict StateToDict(const std::map<std::string, Tensor>& tensors,
+                     const std::map<std::string, int64_t>& ints) {
+  py::dict out;
+  for (const auto& [k, t] : tensors) out[py::str(k)] = autograd::Variable(t);
+  for (const auto& [k, v] : ints) out[py::str(k)] = v;
+  return out;
+}
+
+void BindZero(py::module_& d) {
+  py::class_<ZeroRedundancyOptimizer>(d, "ZeroRedundancyOptimizer",
+                                      "Optimizer state sharded over the ranks (ZeRO-1, "
+                                      "paddle/parallel/zero_redundancy_optimizer.h).")
+      .def(py::init([](std::vector<autograd::Variable> params, std::shared_ptr<ProcessGroup> group,
+                       const std::string& rule, const py::dict& kwargs) {
+             OptimizerFactory factory = RuleFromKwargs(rule, kwargs);
+             absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> made;
+             {
+               py::gil_scoped_release release;
+               made = ZeroRedundancyOptimizer::Create(std::move(params), &group->comm(), factory);
+             }
+             return Unwrap(std::move(made));
+           }),
+           py::arg("params"), py::arg("group"), py::arg("rule"), py::arg("kwargs"),
+           py::keep_alive<1, 3>())  // the group lives as long as this object
+      .def("step",
+           [](ZeroRedundancyOptimizer& z) {
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = z.Step();
+             }
+             Check(st);
+           })
+      .def("zero_grad", &ZeroRedundancyOptimizer::ZeroGrad)
+      .def_property("lr", &ZeroRedundancyOptimizer::lr, &ZeroRedundancyOptimizer::set_lr)
+      .def_property_readonly("step_count", &ZeroRedundancyOptimizer::step_count)
+      .def_property_readonly("optimizer_state_bytes", &ZeroRedundancyOptimizer::OptimizerStateBytes)
+      .def_property_readonly("shard",
+                             [](const ZeroRedundancyOptimizer& z) {
+                               return std::make_pair(z.shard_begin(), z.shard_end());
+                             })
+      .def("state_dict",
+           [](const ZeroRedundancyOptimizer& z) {
+             std::map<std::string, Tensor> tensors;
+             std::map<std::string, int64_t> ints;
+             absl::Status st;
+             {
+               py::gil_scoped_release release;
+               st = z.SaveState(&tensors, &ints);
+             }
+             Check(st);
+             return StateToDict(tensors, ints);
+           })
+      .def(
+          "load_state_dict",
+          [](ZeroRedundancyOptimizer& z, const py::dict& state) {
+            std::map<std::string, Tensor> tensors;
+            std::map<std::string, int64_t> ints;
+            for (const auto& [k, v] : state) {
+              auto key = k.cast<std::string>();
+              if (py::isinstance<py::int_>(v)) {
+                ints[key] = v.cast<int64_t>();
+              } else {
+                tensors[key] = v.cast<const autograd::Variable&>().data();
+              }
+            }
+            Check(z.LoadState(tensors, ints));
+          },
+          py::arg("state_dict"));
+}
+
 }  // namespace
 
 void BindParallel(py::module_& m) {
@@ -293,6 +428,7 @@ void BindParallel(py::module_& m) {
   py::module_ e = d.def_submodule("elastic", "elastic groups and committed training state");
   BindElasticClasses(e);
   BindLocalSgd(d);
+  BindZero(d);
 }
 
 }  // namespace paddle::python

@@ -314,6 +314,62 @@ def check_ddp_python(rank, world):
     print("ddp_python hash", model.param_hash())
 
 
+def check_zero(rank, world):
+    """ZeroRedundancyOptimizer(AdamW) on a Python module without DDP: replicas bit-equal, equal (to
+    float tolerance) to one process's unsharded AdamW on the whole global batch, state bytes
+    split over the ranks, and a state_dict with the unsharded optimizer's keys that loads back."""
+    paddle.set_num_threads(1)
+    paddle.manual_seed(10 + rank)  # different initial weights: the optimizer broadcasts rank 0's
+    model = PyMlp()
+    for bad, error in (({"optimizer_class": paddle.optim.CosineLR}, ValueError),
+                       ({"optimizer_class": paddle.optim.AdamW, "momentum": 0.9}, TypeError)):
+        try:
+            dist.ZeroRedundancyOptimizer(model.parameters(), **bad)
+            raise AssertionError(f"{bad} was accepted")
+        except error:
+            pass
+    opt = dist.ZeroRedundancyOptimizer(model.parameters(), paddle.optim.AdamW, lr=0.01)
+    reference = PyMlp()
+    reference.load_state_dict({k: v.numpy().copy() for k, v in model.state_dict().items()})
+    ref_opt = paddle.optim.AdamW(reference.parameters(), lr=0.01)
+    for step in range(4):
+        xs = [np.random.default_rng(100 * step + r).standard_normal((6, 20)).astype(np.float32)
+              for r in range(world)]
+        ys = [np.random.default_rng(100 * step + r + 50).integers(0, 5, 6) for r in range(world)]
+        opt.zero_grad()
+        paddle.nn.functional.cross_entropy(model(paddle.from_numpy(xs[rank])), ys[rank]).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        paddle.nn.functional.cross_entropy(reference(paddle.from_numpy(np.concatenate(xs))),
+                                           np.concatenate(ys)).backward()
+        ref_opt.step()
+    h = np.array([int(model.param_hash(), 16)], np.uint64).view(np.int64)
+    hashes = np.zeros(world, np.int64)
+    dist.all_gather(hashes, h)
+    assert len(set(hashes.tolist())) == 1, f"replicas differ: {hashes}"
+    ref = reference.state_dict()
+    for name, value in model.state_dict().items():
+        np.testing.assert_allclose(value.numpy(), ref[name].numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    state_bytes = np.array([opt.optimizer_state_bytes], np.int64)
+    dist.all_reduce(state_bytes)
+    assert state_bytes[0] == ref_opt.state_bytes > opt.optimizer_state_bytes, (
+        state_bytes, ref_opt.state_bytes, opt.optimizer_state_bytes)
+    state = opt.state_dict()  # collective: the whole state
+    want = ref_opt.state_dict()
+    assert sorted(state) == sorted(want), (sorted(state), sorted(want))
+    for key, value in want.items():
+        if isinstance(value, int):
+            assert state[key] == value, key
+        else:
+            np.testing.assert_allclose(state[key].numpy(), value.numpy(), rtol=1e-4, atol=1e-7,
+                                       err_msg=key)
+    opt.load_state_dict(state)
+    assert opt.step_count == 4
+    print("zero hash", model.param_hash(), "state bytes", opt.optimizer_state_bytes, "of",
+          ref_opt.state_bytes)
+
+
 def main():
     scenario, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     backend = os.environ.get("PADDLE_TEST_BACKEND", "native")

@@ -1,5 +1,5 @@
 """paddle.distributed across real processes: every collective on numpy arrays of every dtype and
-on torch tensors, async work, DDP, and the error hierarchy (a shape mismatch, a dead peer and a
+on torch tensors, async work, DDP, ZeroRedundancyOptimizer, and the error hierarchy (a shape mismatch, a dead peer and a
 timeout each raise on every surviving rank within the timeout, never hang).
 
 Each test starts the ranks of dist_worker.py as subprocesses meeting through a TCP store.
@@ -68,6 +68,13 @@ def test_ddp_python_module_with_loss_backward_matches_one_process():
     results = run_ranks("ddp_python", 2)
     assert_all_ok(results)
     hashes = {out.split("ddp_python hash ")[1].split()[0] for _, out, _ in results}
+    assert len(hashes) == 1
+
+
+def test_zero_redundancy_optimizer_matches_one_process():
+    results = run_ranks("zero", 3)
+    assert_all_ok(results)
+    hashes = {out.split("zero hash ")[1].split()[0] for _, out, _ in results}
     assert len(hashes) == 1
 
 

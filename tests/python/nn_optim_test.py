@@ -170,6 +170,8 @@ def test_example_reaches_accuracy():
     assert lines[1].startswith("epoch 1/2  train_loss")
     result = json.loads(lines[-1])
     assert set(result) == {"epoch", "train_loss", "test_accuracy", "samples_per_s",
-                           "epoch_time_s", "world_size", "comm_wait_fraction", "param_hash"}
+                           "epoch_time_s", "world_size", "comm_wait_fraction",
+                           "optimizer_state_bytes", "peak_rss_mb", "param_hash"}
+    assert result["optimizer_state_bytes"] > 0 and result["peak_rss_mb"] > 0, result
     assert result["epoch"] == 2 and result["world_size"] == 1
     assert result["test_accuracy"] >= 0.78, result

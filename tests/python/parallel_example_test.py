@@ -2,7 +2,8 @@
 --local-sgd (paddle.distributed.LocalSGD) and on 3 workers with the default --batch=128: the same
 parameters as the C++ example with the same flags, bit for bit; and an elastic job that loses a
 worker to SIGKILL, admits its restarted replacement and lets another leave on SIGTERM finishes
-with exit 0."""
+with exit 0. --shard-optimizer (paddle.distributed.ZeroRedundancyOptimizer) against the unsharded
+run and the C++ example."""
 import json
 import os
 import signal
@@ -90,3 +91,20 @@ def test_kill_join_and_leave():
     # saw at least the leave.
     assert result["membership_changes"] >= 1, result
     assert result["test_accuracy"] >= 0.75, result
+
+
+def test_shard_optimizer_same_parameters_as_unsharded_and_the_cpp_example():
+    # Two workers sum their gradients alike in either order, so the sharded Adam (reduce-scatter,
+    # 1/2 of the state per rank) ends with the unsharded run's parameters, bit for bit.
+    flags = ["--model=mlp", "--threads=1", "--epochs=1", "--train-samples=2000",
+             "--test-samples=500", "--optimizer=adam"]
+    sharded = python_and_cpp(["--nproc=2"], flags + ["--shard-optimizer"])
+    job = LaunchedJob([LAUNCH, "--nproc=2", sys.executable, EXAMPLE, *flags], env=ENV)
+    assert job.finish(180) == 0, job.text()
+    plain = last_json(job)
+    for run in sharded.values():
+        assert run["param_hash"] == plain["param_hash"], (run, plain)
+        assert run["train_loss"] == plain["train_loss"], (run, plain)
+        assert abs(2 * run["optimizer_state_bytes"] - plain["optimizer_state_bytes"]) <= 16, (
+            run, plain)
+        assert run["peak_rss_mb"] > 0, run

@@ -31,7 +31,7 @@ __all__ = [
     "is_initialized", "get_rank", "get_world_size", "get_backend", "destroy_process_group",
     "new_group", "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
     "all_to_all", "barrier", "send", "recv", "DistributedDataParallel", "AucHistogram",
-    "ClassificationTotals", "sum_over_ranks",
+    "ClassificationTotals", "sum_over_ranks", "ZeroRedundancyOptimizer",
 ]
 
 _default = {"group": None}
@@ -485,6 +485,52 @@ class LocalSGD:
     averages = property(lambda self: self._native.averages)
     averaged_bytes = property(lambda self: self._native.averaged_bytes)
     in_warmup = property(lambda self: self._native.in_warmup)
+
+
+class ZeroRedundancyOptimizer:
+    """Optimizer state sharded over the ranks (ZeRO stage 1,
+    paddle/parallel/zero_redundancy_optimizer.h), as torch.distributed.optim's class of that name:
+    each rank keeps the state of a 1/W slice of the flattened parameters. `optimizer_class` is
+    paddle.optim.SGD, Adam, AdamW, LARS or LAMB and `defaults` its keyword arguments.
+
+    Created on every rank (a collective: rank 0's parameters are broadcast). Train without DDP's
+    averaging (no wrapper, or DistributedDataParallel with set_sync(False)): step() reduce-scatters
+    the local gradients, steps this rank's slice and all-gathers the parameters. state_dict() is
+    collective and returns the whole state, in paddle.optim's keys, on every rank;
+    load_state_dict() takes such a state saved at any world size (or by the unsharded optimizer).
+    """
+
+    _RULES = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "LARS": "lars", "LAMB": "lamb"}
+
+    def __init__(self, params, optimizer_class, group=None, **defaults):
+        name = getattr(optimizer_class, "__name__", str(optimizer_class))
+        if name not in self._RULES:
+            raise ValueError(f"ZeroRedundancyOptimizer: optimizer_class {name!r} is not one of "
+                             f"paddle.optim.{', paddle.optim.'.join(self._RULES)}")
+        self._native = _C.distributed.ZeroRedundancyOptimizer(
+            list(params), _group(group)._native, self._RULES[name], defaults)
+
+    def step(self):
+        """Collective: reduce-scatter, this rank's update, all-gather."""
+        self._native.step()
+
+    def zero_grad(self):
+        self._native.zero_grad()
+
+    lr = property(lambda self: self._native.lr,
+                  lambda self, value: setattr(self._native, "lr", value))
+    step_count = property(lambda self: self._native.step_count)
+    optimizer_state_bytes = property(lambda self: self._native.optimizer_state_bytes,
+                                     doc="Bytes of this rank's optimizer state.")
+    shard = property(lambda self: self._native.shard,
+                     doc="This rank's [begin, end) of the flattened parameters.")
+
+    def state_dict(self):
+        """Collective: the whole state on every rank."""
+        return self._native.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self._native.load_state_dict(state_dict)
 
 
 def sum_over_ranks(metric, group=None, timeout=None):
