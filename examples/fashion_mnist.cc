@@ -552,7 +552,7 @@ int Run(const Options& o) {
   Group group;
   auto fail = [&group](const absl::Status& s) {
     std::fprintf(stderr, "fashion_mnist: %s\n", s.ToString().c_str());
-    group.rendezvous.failed = true;  // the launcher hears of it now, not after the store's wait
+    FailLaunchedGroup(s, &group);  // the peers quote it; the launcher hears of it now
     return 1;
   };
   ops::cpu::SetNumThreads(static_cast<int>(o.threads));

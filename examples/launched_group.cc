@@ -27,4 +27,9 @@ absl::Status JoinLaunchedGroup(Backend backend, LaunchedGroup* g) {
   return absl::OkStatus();
 }
 
+void FailLaunchedGroup(const absl::Status& cause, LaunchedGroup* g) {
+  if (g->comm != nullptr) g->comm->Abort(cause);
+  g->rendezvous.failed = true;
+}
+
 }  // namespace paddle::examples

@@ -3,8 +3,8 @@
 # train with identical replicas (every rank ends with the same parameters), 3 and 5 workers
 # share a global batch they do not divide and match the 1-worker run, the JSON line has
 # world_size and comm_wait_fraction, PADDLE_TIMELINE writes one trace with every rank; a worker
-# that dies makes the others fail within the timeout naming it; a worker with another model is
-# a clear error on every rank, not a hang.
+# that dies makes the others fail within the timeout naming it, one that fails makes them quote
+# its cause; a worker with another model is a clear error on every rank, not a hang.
 set -uo pipefail
 binary=$1
 work=${TEST_TMPDIR:-$(mktemp -d)}
@@ -107,6 +107,17 @@ for r in 0 1; do
   grep -q "rank 0 has parameter" "$work/mismatch.err.$r" ||
     fail "mismatch: rank $r message: $(cat "$work/mismatch.err.$r")"
 done
+
+# Rank 0 cannot save its checkpoint (its folder's parent is a file): it aborts the group with
+# its cause, so rank 1's error quotes that cause and names rank 0, not only "rank 0 exited".
+echo "not a folder" >"$work/afile"
+run save 2 "${common[@]}" --checkpoint-dir="$work/afile/ck" --checkpoint-every=2
+for r in 0 1; do
+  [[ $(cat "$work/save.rc.$r") == 1 ]] || fail "save: rank $r exit $(cat "$work/save.rc.$r")"
+done
+grep -q "afile" "$work/save.err.0" || fail "save: rank 0's error: $(cat "$work/save.err.0")"
+grep -q "rank 0 .*afile" "$work/save.err.1" ||
+  fail "save: rank 1 does not quote rank 0's cause: $(cat "$work/save.err.1")"
 
 # A global batch smaller than the world is refused on every rank, naming both.
 run small 3 --model=mlp --batch=2 --epochs=1 --train-samples=1200
