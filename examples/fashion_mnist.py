@@ -32,7 +32,7 @@ import numpy as np
 
 import paddle
 import paddle.distributed as dist
-from paddle import nn, optim
+from paddle import nn, optim, telemetry
 from paddle.distributed import elastic
 
 DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "lars": 2.0, "lamb": 4e-3}
@@ -266,6 +266,7 @@ def main(argv):
         wait_before = ddp.comm_wait_seconds() if ddp else 0.0
         start = last_report = time.monotonic()
         for images, labels in loader.epoch(epoch):
+            step_start = time.monotonic()
             opt.lr = schedule.lr_at(opt.step_count)
             opt.zero_grad()
             loss = cross_entropy(forward(images), labels)
@@ -282,6 +283,9 @@ def main(argv):
             loss_sum += loss.item() * images.shape[0]  # the epoch's mean over its samples
             loss_count += images.shape[0]
             step += 1
+            # paddlerun --dashboard (docs/observability.md)
+            telemetry.record_step(time.monotonic() - step_start, images.shape[0], ddp=ddp)
+            telemetry.set_loss(loss.item())
             samples += min(o.batch, sampler.total_size - steps * o.batch)  # the step's global batch
             steps += 1
             now = time.monotonic()

@@ -65,6 +65,7 @@ PYBIND11_MODULE(_C, m) {
   python::BindData(m);
   python::BindDistributed(m);
   python::BindParallel(m);
+  python::BindTelemetry(m);
   m.def("float_to_half", &FromFloat<&FloatToHalf>,
         "float32 array -> uint16 array of IEEE half bits (round to nearest even)");
   m.def("half_to_float", &ToFloat<&HalfToFloat>, "uint16 array of half bits -> float32 array");

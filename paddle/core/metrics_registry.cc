@@ -86,16 +86,35 @@ std::vector<double> SecondsBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
-void MetricsRegistry::Claim(absl::string_view name, Kind kind) {
-  PADDLE_CHECK(ValidName(name)) << "metric name '" << name << "' must match [a-z_][a-z0-9_]*";
-  auto [it, added] = kinds_.emplace(std::string(name), kind);
-  PADDLE_CHECK(added || it->second == kind)
-      << "metric '" << name << "' is already registered as another kind of metric";
+absl::Status MetricsRegistry::CheckName(absl::string_view name, MetricKind kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckNameLocked(name, kind);
+}
+
+absl::Status MetricsRegistry::CheckNameLocked(absl::string_view name, MetricKind kind) const {
+  if (!ValidName(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric name '", name, "' must match [a-z_][a-z0-9_]*"));
+  }
+  auto it = kinds_.find(name);
+  if (it != kinds_.end() && it->second != kind) {
+    static constexpr const char* kNames[] = {"counter", "gauge", "histogram"};
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metric '", name, "' is already registered as a ", kNames[static_cast<int>(it->second)],
+        ", not a ", kNames[static_cast<int>(kind)]));
+  }
+  return absl::OkStatus();
+}
+
+void MetricsRegistry::Claim(absl::string_view name, MetricKind kind) {
+  const absl::Status ok = CheckNameLocked(name, kind);
+  PADDLE_CHECK(ok.ok()) << ok.message();
+  kinds_.emplace(std::string(name), kind);
 }
 
 Counter& MetricsRegistry::GetCounter(absl::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
-  Claim(name, Kind::kCounter);
+  Claim(name, MetricKind::kCounter);
   auto& slot = counters_[std::string(name)];
   if (!slot) slot = std::make_unique<Counter>();
   return *slot;
@@ -103,7 +122,7 @@ Counter& MetricsRegistry::GetCounter(absl::string_view name) {
 
 Gauge& MetricsRegistry::GetGauge(absl::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
-  Claim(name, Kind::kGauge);
+  Claim(name, MetricKind::kGauge);
   auto& slot = gauges_[std::string(name)];
   if (!slot) slot = std::make_unique<Gauge>();
   return *slot;
@@ -111,7 +130,7 @@ Gauge& MetricsRegistry::GetGauge(absl::string_view name) {
 
 Histogram& MetricsRegistry::GetHistogram(absl::string_view name, std::vector<double> bounds) {
   std::lock_guard<std::mutex> lock(mu_);
-  Claim(name, Kind::kHistogram);
+  Claim(name, MetricKind::kHistogram);
   auto& slot = histograms_[std::string(name)];
   if (!slot) slot = std::make_unique<Histogram>(std::move(bounds));
   return *slot;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace paddle {
@@ -73,6 +74,8 @@ class Histogram {
 // Bounds for durations in seconds, 1 ms to 60 s.
 std::vector<double> SecondsBuckets();
 
+enum class MetricKind { kCounter, kGauge, kHistogram };
+
 class MetricsRegistry {
  public:
   static constexpr int kMaxEvents = 32;
@@ -83,7 +86,9 @@ class MetricsRegistry {
 
   // The metric called `name` ([a-z_][a-z0-9_]*), made on first use. Asking for a name already
   // used by another kind of metric is a CHECK failure (a programming error); a histogram's bounds
-  // are those of its first caller.
+  // are those of its first caller. CheckName says beforehand whether a name would be accepted
+  // (for names from users: the Python bindings turn its error into a ValueError).
+  absl::Status CheckName(absl::string_view name, MetricKind kind) const;
   Counter& GetCounter(absl::string_view name);
   Gauge& GetGauge(absl::string_view name);
   Histogram& GetHistogram(absl::string_view name, std::vector<double> bounds = SecondsBuckets());
@@ -99,17 +104,17 @@ class MetricsRegistry {
   std::string SnapshotJson() const;
 
  private:
-  enum class Kind { kCounter, kGauge, kHistogram };
   struct Event {
     int64_t seq;
     double time;
     std::string kind;
     std::string text;
   };
-  void Claim(absl::string_view name, Kind kind);  // mu_ held
+  absl::Status CheckNameLocked(absl::string_view name, MetricKind kind) const;  // mu_ held
+  void Claim(absl::string_view name, MetricKind kind);                          // mu_ held
 
   mutable std::mutex mu_;
-  std::map<std::string, Kind, std::less<>> kinds_;                             // guarded by mu_
+  std::map<std::string, MetricKind, std::less<>> kinds_;                       // guarded by mu_
   std::map<std::string, std::unique_ptr<Counter>, std::less<>> counters_;      // guarded by mu_
   std::map<std::string, std::unique_ptr<Gauge>, std::less<>> gauges_;          // guarded by mu_
   std::map<std::string, std::unique_ptr<Histogram>, std::less<>> histograms_;  // guarded by mu_

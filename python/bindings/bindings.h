@@ -14,6 +14,7 @@ void BindOptim(pybind11::module_& m);        // optim.cc
 void BindData(pybind11::module_& m);         // data.cc (data sets, loaders, save/load)
 void BindDistributed(pybind11::module_& m);  // distributed.cc
 void BindParallel(pybind11::module_& m);     // parallel.cc (after BindDistributed)
+void BindTelemetry(pybind11::module_& m);    // telemetry.cc (the worker's metrics)
 
 }  // namespace paddle::python
 

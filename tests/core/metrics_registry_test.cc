@@ -80,7 +80,11 @@ TEST(MetricsRegistryTest, KeepsOnlyTheNewestEvents) {
 TEST(MetricsRegistryDeathTest, ANameHasOneKind) {
   MetricsRegistry registry;
   registry.GetCounter("steps");
-  EXPECT_DEATH(registry.GetGauge("steps"), "already registered as another kind");
+  EXPECT_EQ(registry.CheckName("steps", MetricKind::kGauge).message(),
+            "metric 'steps' is already registered as a counter, not a gauge");
+  EXPECT_TRUE(registry.CheckName("steps", MetricKind::kCounter).ok());
+  EXPECT_FALSE(registry.CheckName("Bad-Name", MetricKind::kGauge).ok());
+  EXPECT_DEATH(registry.GetGauge("steps"), "already registered as a counter");
   EXPECT_DEATH(registry.GetGauge("Bad-Name"), "must match");
 }
 
