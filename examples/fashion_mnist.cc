@@ -20,8 +20,8 @@
 // and dropout state, so an interrupted run ends with the same parameters as an uninterrupted one.
 //
 // --shard-optimizer keeps only this rank's slice of the optimizer state (ZeRO-1,
-// paddle/parallel/zero_redundancy_optimizer.h): DDP then only checks and broadcasts the model,
-// and the sharded optimizer averages the gradients by reduce-scatter. The JSON adds
+// paddle/parallel/zero_redundancy_optimizer.h) in place of DDP: it checks the ranks' parameters,
+// broadcasts rank 0's and averages the gradients by reduce-scatter. The JSON adds
 // optimizer_state_bytes (rank 0's) and peak_rss_mb (rank 0's ru_maxrss).
 //
 // --device=cuda (or cuda:N) moves the model to that GPU (Module::To) and copies each batch there,
@@ -635,9 +635,11 @@ int Run(const Options& o) {
   }
 
   // Data-parallel: parameters and buffers from rank 0 (after any resume, so all agree), and
-  // gradients averaged in buckets during the backward pass.
+  // gradients averaged in buckets during the backward pass; or the sharded optimizer's
+  // reduce-scatter, into the gradient buffer it made (Note [Flat homes]), which DDP's buckets
+  // would replace.
   std::unique_ptr<DistributedDataParallel> ddp;
-  if (group.comm) {
+  if (group.comm && !opt.sharded) {
     DdpOptions ddp_options;
     ddp_options.bucket_bytes = static_cast<int64_t>(o.bucket_cap_mb * (1 << 20));
     ddp_options.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mb * (1 << 20));
@@ -647,8 +649,7 @@ int Run(const Options& o) {
         DistributedDataParallel::Create(*model, group.comm.get(), ddp_options);
     if (!made.ok()) return fail(made.status());
     ddp = *std::move(made);
-    // The sharded optimizer averages by reduce-scatter: DDP's allreduce would be a second one.
-    if (o.no_sync || o.barrier_only || opt.sharded) ddp->set_sync(false);
+    if (o.no_sync || o.barrier_only) ddp->set_sync(false);
   }
   std::unique_ptr<LocalSgd> local_sgd;
   if (ddp && o.local_sgd > 0) {

@@ -233,12 +233,11 @@ def main(argv):
     sampler = paddle.data.DistributedSampler(len(train), rank, world, o.seed, global_batch=o.batch)
     local_batch = sampler.local_batch
     ddp = None
-    if world > 1 or launched():
+    if (world > 1 or launched()) and not sharded:  # the sharded optimizer replaces DDP
         ddp = dist.DistributedDataParallel(model, bucket_cap_mb=o.bucket_cap_mb,
                                            first_bucket_mb=o.first_bucket_mb,
                                            compression=o.compression)
-        # The sharded optimizer averages by reduce-scatter: DDP's allreduce would be a second one.
-        if o.no_sync or sharded:
+        if o.no_sync:
             ddp.set_sync(False)
     local_sgd = None
     if ddp and o.local_sgd > 0:

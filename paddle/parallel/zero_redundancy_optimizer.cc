@@ -139,15 +139,23 @@ absl::Status ZeroRedundancyOptimizer::Build(const OptimizerFactory& factory) {
   block_ = (numel_ + world - 1) / world;
   begin_ = std::min(numel_, rank * block_);
   end_ = std::min(numel_, begin_ + block_);
-  ASSIGN_OR_RETURN(flat_, Tensor::Zeros({world * block_}, dtype_));
+  ASSIGN_OR_RETURN(flat_param_, Tensor::Zeros({world * block_}, dtype_));
+  ASSIGN_OR_RETURN(flat_grad_, Tensor::Zeros({world * block_}, dtype_));
   ASSIGN_OR_RETURN(shard_grad_, Tensor::Zeros({block_}, dtype_));
   ASSIGN_OR_RETURN(shard_send_, Tensor::Zeros({block_}, dtype_));
   steps_.assign(params_.size(), 0);
 
-  // Replicas start from rank 0's values.
-  Flatten(/*grads=*/false);
-  RETURN_IF_ERROR(Wait(comm_->Broadcast(flat_, 0), "broadcasting rank 0's parameters"));
-  Unflatten();
+  // Note [Flat homes]; then the replicas start from rank 0's values.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    RETURN_IF_ERROR(AdoptValue(i));
+    const Tensor& value = params_[i].data();
+    ASSIGN_OR_RETURN(Tensor flat_grad,
+                     flat_grad_.Slice(0, offsets_[i], offsets_[i] + value.numel()));
+    ASSIGN_OR_RETURN(Tensor grad, flat_grad.View(value.shape()));
+    if (params_[i].grad().defined()) RETURN_IF_ERROR(grad.CopyFrom(params_[i].grad()));
+    RETURN_IF_ERROR(Annotate(params_[i].set_grad(grad), Where()));
+  }
+  RETURN_IF_ERROR(Wait(comm_->Broadcast(flat_param_, 0), "broadcasting rank 0's parameters"));
 
   // Note [Shard views].
   ShardSet shards;
@@ -158,8 +166,7 @@ absl::Status ZeroRedundancyOptimizer::Build(const OptimizerFactory& factory) {
     const int64_t last = std::min(end_, at + n) - at;
     shards.params[params_[i].name()] = params_[i];
     if (first >= last) continue;
-    ASSIGN_OR_RETURN(Tensor flat_value, params_[i].data().View({-1}));
-    ASSIGN_OR_RETURN(Tensor value, flat_value.Slice(0, first, last));
+    ASSIGN_OR_RETURN(Tensor value, flat_param_.Slice(0, at + first, at + last));
     ASSIGN_OR_RETURN(Tensor grad, shard_grad_.Slice(0, at + first - begin_, at + last - begin_));
     autograd::Variable view(value, /*requires_grad=*/true, params_[i].name());
     RETURN_IF_ERROR(view.set_grad(grad));
@@ -202,49 +209,57 @@ absl::Status ZeroRedundancyOptimizer::CombineNorms(std::vector<double>* sums, in
   return absl::OkStatus();
 }
 
-void ZeroRedundancyOptimizer::Flatten(bool grads) {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& t = grads ? params_[i].grad() : params_[i].data();
-    CopyElements(flat_, offsets_[i], t, 0, t.numel());
-  }
+bool ZeroRedundancyOptimizer::IsHome(const Tensor& t, const Tensor& flat, size_t i) const {
+  return t.data() == static_cast<char*>(flat.data()) + offsets_[i] * DTypeSize(dtype_) &&
+         t.is_contiguous() && t.numel() == params_[i].data().numel();
 }
 
-void ZeroRedundancyOptimizer::Unflatten() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& value = params_[i].data();
-    CopyElements(value, 0, flat_, offsets_[i], value.numel());
-    value.BumpVersion();  // Note [Version counters] in paddle/core/storage.h
-  }
+absl::Status ZeroRedundancyOptimizer::AdoptValue(size_t i) {
+  const Tensor& value = params_[i].data();
+  ASSIGN_OR_RETURN(Tensor flat, flat_param_.Slice(0, offsets_[i], offsets_[i] + value.numel()));
+  ASSIGN_OR_RETURN(Tensor home, flat.View(value.shape()));
+  RETURN_IF_ERROR(home.CopyFrom(value));
+  return Annotate(params_[i].set_data(home), Where());
 }
 
 absl::Status ZeroRedundancyOptimizer::Step() {
   autograd::NoGradGuard no_grad;
   const int64_t step = optimizer_->step_count() + 1;
-  for (const autograd::Variable& p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t numel = (i + 1 < params_.size() ? offsets_[i + 1] : numel_) - offsets_[i];
+    const autograd::Variable& p = params_[i];
     const Tensor& g = p.grad();
+    const Tensor& v = p.data();
+    if (!v.device().is_cpu() || v.dtype() != dtype_ || v.numel() != numel) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(), ": step ", step, ": parameter '", p.name(), "' is now ", v.ToString(),
+          "; its value may be replaced, but not by another dtype, size or device"));
+    }
     if (!g.defined() || !g.is_contiguous() || !g.device().is_cpu() || g.dtype() != dtype_ ||
-        g.numel() != p.data().numel()) {
+        g.numel() != numel) {
       return absl::FailedPreconditionError(absl::StrCat(
           Where(), ": step ", step, ": parameter '", p.name(), "' has gradient ",
           g.defined() ? g.ToString() : "undefined", "; every parameter needs a contiguous CPU ",
           DTypeName(dtype_), " gradient on every rank (its peers now wait in the reduce-scatter)"));
     }
   }
+  // Note [Flat homes]: values replaced since the last step move back home; gradients kept
+  // elsewhere are copied in.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!IsHome(params_[i].data(), flat_param_, i)) RETURN_IF_ERROR(AdoptValue(i));
+    const Tensor& g = params_[i].grad();
+    if (!IsHome(g, flat_grad_, i)) CopyElements(flat_grad_, offsets_[i], g, 0, g.numel());
+  }
   // 1. This rank's slice of the averaged gradients.
-  Flatten(/*grads=*/true);
-  RETURN_IF_ERROR(Wait(comm_->ReduceScatter(flat_, shard_grad_, ReduceOp::kAvg),
+  RETURN_IF_ERROR(Wait(comm_->ReduceScatter(flat_grad_, shard_grad_, ReduceOp::kAvg),
                        absl::StrCat("step ", step, ": reduce-scattering ", numel_, " gradients")));
   // 2. The slice's update, in place through the views.
   RETURN_IF_ERROR(Annotate(optimizer_->Step(), Where()));
-  // 3. Every rank's updated slice into every replica.
-  for (const Piece& piece : pieces_) {
-    const int64_t n = piece.last - piece.first;
-    CopyElements(shard_send_, offsets_[piece.param] + piece.first - begin_,
-                 params_[piece.param].data(), piece.first, n);
-  }
-  RETURN_IF_ERROR(Wait(comm_->Allgather(shard_send_, flat_),
+  // 3. Every rank's updated slice into every replica, straight into the parameters.
+  CopyElements(shard_send_, 0, flat_param_, begin_, end_ - begin_);
+  RETURN_IF_ERROR(Wait(comm_->Allgather(shard_send_, flat_param_),
                        absl::StrCat("step ", step, ": all-gathering ", numel_, " parameters")));
-  Unflatten();
+  flat_param_.BumpVersion();  // Note [Version counters] in paddle/core/storage.h
   for (int64_t& s : steps_) ++s;
   return absl::OkStatus();
 }

@@ -4,7 +4,7 @@
 // Every rank keeps the whole model, but only the optimizer state of its own slice of the
 // parameters: Adam's two moments cost 2N/W values per rank instead of 2N. One Step(), on every
 // rank:
-//   1. the local gradients are copied into one flat buffer, in parameter order, and
+//   1. the local gradients, which live end to end in one flat buffer (Note [Flat homes]), are
 //      reduce-scattered with kAvg, so this rank receives the average of its own slice only;
 //   2. the wrapped optimizer (any paddle/optim rule) steps that slice, through shard views
 //      (Note [Shard views]); LARS and LAMB combine the norms of sliced layers first (one small
@@ -20,6 +20,14 @@
 // [r * B, min((r + 1) * B, N)). Equal blocks are what ReduceScatter and Allgather take, and for
 // one dtype equal elements are equal bytes. A boundary may cut a tensor; with N < W the last
 // ranks own nothing and still join every collective.
+//
+// Note [Flat homes]: Create moves every parameter's value into one flat buffer and its gradient
+// into another (Variable::set_data, and set_grad as in Note [Gradients as views]), so the backward
+// pass accumulates straight into the buffer the reduce-scatter sends and the all-gather writes
+// straight into the parameters: no copies, and no memory beyond the model, its gradients, the
+// slice's state and two blocks. A value replaced later (a loaded state dict) is moved back at the
+// next Step(); a gradient that is not the buffer's view (set by someone else, as DDP's reducer
+// does) is copied in at each Step().
 //
 // Note [Shard views]: for each parameter meeting its slice, a rank makes a 1-D Variable that is a
 // view into that parameter's memory (same name as the parameter), whose gradient is a view into
@@ -133,10 +141,10 @@ class ZeroRedundancyOptimizer {
   ZeroRedundancyOptimizer(std::vector<autograd::Variable> params, Communicator* comm);
   absl::Status Build(const OptimizerFactory& factory);
   absl::Status CombineNorms(std::vector<double>* sums, int per_param);
-  // Copies every parameter's gradient (or value) into flat_ at its flat offset.
-  void Flatten(bool grads);
-  // Copies flat_ back into every parameter's value.
-  void Unflatten();
+  // Note [Flat homes]: copies parameter i's value into flat_param_ and makes it a view of it.
+  absl::Status AdoptValue(size_t i);
+  // Whether `t` is the view of `flat` at parameter i's place.
+  bool IsHome(const Tensor& t, const Tensor& flat, size_t i) const;
   absl::Status Wait(const std::shared_ptr<Work>& work, const std::string& what) const;
   std::string Where() const;
 
@@ -150,7 +158,8 @@ class ZeroRedundancyOptimizer {
   int64_t block_ = 0;  // B of Note [Flat shards]
   int64_t begin_ = 0;
   int64_t end_ = 0;
-  Tensor flat_;        // W * B elements: the gradients, then the gathered parameters
+  Tensor flat_param_;  // W * B elements: every parameter's value (Note [Flat homes])
+  Tensor flat_grad_;   // W * B elements: every parameter's gradient
   Tensor shard_grad_;  // B elements: this rank's averaged gradients
   Tensor shard_send_;  // B elements: this rank's updated parameters
   std::unique_ptr<optim::Optimizer> optimizer_;

@@ -174,12 +174,22 @@ double ModelRelDiff(const Model& a, const Model& b) {
   return worst;
 }
 
+// `replace`: after Create, every value and gradient is swapped for a copy elsewhere, as a loaded
+// state dict or DDP's reducer would (Note [Flat homes]: values move back, gradients are copied).
 absl::Status TrainBoth(const Case& c, int steps, int rank, Communicator& comm,
-                       const std::vector<std::pair<std::string, Shape>>& shapes, RankResult* out) {
+                       const std::vector<std::pair<std::string, Shape>>& shapes, RankResult* out,
+                       bool replace = false) {
   ASSIGN_OR_RETURN(Model sharded, MakeModel(shapes));
   ASSIGN_OR_RETURN(Model whole, MakeModel(shapes));
   ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
                    ZeroRedundancyOptimizer::Create(sharded.params, &comm, c.factory));
+  for (autograd::Variable& v : sharded.params) {
+    if (!replace) continue;
+    ASSIGN_OR_RETURN(Tensor value, v.data().Clone());
+    RETURN_IF_ERROR(v.set_data(value));
+    ASSIGN_OR_RETURN(Tensor grad, Tensor::Zeros(v.data().shape(), DType::kFloat32));
+    RETURN_IF_ERROR(v.set_grad(grad));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> reference, c.factory(Whole(whole)));
   RETURN_IF_ERROR(RunSteps(1, steps, rank, comm, sharded, whole, *zero, *reference));
   out->max_rel = ModelRelDiff(sharded, whole);
@@ -232,6 +242,40 @@ TEST_P(ZeroTest, EqualsUnshardedOptimizer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ZeroTest, ::testing::Values(1, 2, 3, 4));
+
+// Note [Flat homes]: after Create the values, and the gradients, lie end to end in one buffer
+// each; values and gradients replaced after Create still train exactly like the unsharded
+// optimizer.
+TEST(ZeroEdgeTest, FlatHomesAndReplacedTensors) {
+  std::unique_ptr<CommGroup> group = MakeGroup(3);
+  const std::vector<absl::Status> homes = group->Run([&](int rank, Communicator& comm) {
+    ASSIGN_OR_RETURN(Model m, MakeModel(DefaultShapes()));
+    ASSIGN_OR_RETURN(std::unique_ptr<ZeroRedundancyOptimizer> zero,
+                     ZeroRedundancyOptimizer::Create(m.params, &comm, SgdFactory({})));
+    const char* value0 = static_cast<const char*>(m.params[0].data().data());
+    const char* grad0 = static_cast<const char*>(m.params[0].grad().data());
+    int64_t at = 0;
+    for (const autograd::Variable& v : m.params) {
+      if (v.data().data() != value0 + at * 4 || v.grad().data() != grad0 + at * 4) {
+        return absl::InternalError(absl::StrCat("'", v.name(), "' is not at element ", at));
+      }
+      at += v.data().numel();
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_EQ(commtest::DescribeFailures(homes), "OK");
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<RankResult> results(3);
+    const std::vector<absl::Status> statuses = group->Run([&](int rank, Communicator& comm) {
+      return TrainBoth(c, 20, rank, comm, DefaultShapes(), &results[rank], /*replace=*/true);
+    });
+    ASSERT_EQ(commtest::DescribeFailures(statuses), "OK");
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_LE(results[r].max_rel, c.exact ? 0.0 : kRelTolerance) << "rank " << r;
+    }
+  }
+}
 
 // 3 elements over 4 ranks: the last rank owns nothing but joins every collective (LAMB's norm
 // allreduce included).

@@ -493,9 +493,10 @@ class ZeroRedundancyOptimizer:
     each rank keeps the state of a 1/W slice of the flattened parameters. `optimizer_class` is
     paddle.optim.SGD, Adam, AdamW, LARS or LAMB and `defaults` its keyword arguments.
 
-    Created on every rank (a collective: rank 0's parameters are broadcast). Train without DDP's
-    averaging (no wrapper, or DistributedDataParallel with set_sync(False)): step() reduce-scatters
-    the local gradients, steps this rank's slice and all-gathers the parameters. state_dict() is
+    Created on every rank (a collective: rank 0's parameters are broadcast); it moves the values
+    and gradients into one flat buffer each. Train without DDP (its buckets would take the
+    gradients' place, to be copied at every step): step() reduce-scatters the local gradients,
+    steps this rank's slice and all-gathers the parameters. state_dict() is
     collective and returns the whole state, in paddle.optim's keys, on every rank;
     load_state_dict() takes such a state saved at any world size (or by the unsharded optimizer).
     """
