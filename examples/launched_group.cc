@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "paddle/core/deadline.h"
+#include "paddle/core/error_file.h"
 #include "paddle/core/status.h"
 
 namespace paddle::examples {
@@ -28,6 +29,7 @@ absl::Status JoinLaunchedGroup(Backend backend, LaunchedGroup* g) {
 }
 
 void FailLaunchedGroup(const absl::Status& cause, LaunchedGroup* g) {
+  RecordError(cause, g->rank);  // before the abort: the launcher must see this one first
   if (g->comm != nullptr) g->comm->Abort(cause);
   g->rendezvous.failed = true;
 }

@@ -27,9 +27,10 @@ bool StartedAsGroup();
 // Joins the group with `backend`.
 absl::Status JoinLaunchedGroup(Backend backend, LaunchedGroup* g);
 
-// For a rank about to exit on `cause`: aborts the communicator with it, so the peers' errors
-// quote this rank's cause instead of only "rank R exited" (Note [Communicator failure]), and
-// marks the rendezvous failed, so the store's host does not wait for the others on its way out.
+// For a rank about to exit on `cause`: records it in the launcher's error file (error_file.h),
+// then aborts the communicator with it, so the peers' errors quote this rank's cause instead of
+// only "rank R exited" (Note [Communicator failure]), and marks the rendezvous failed, so the
+// store's host does not wait for the others on its way out.
 void FailLaunchedGroup(const absl::Status& cause, LaunchedGroup* g);
 
 }  // namespace paddle::examples

@@ -128,6 +128,16 @@ const Setting kSettings[] = {
      .meaning = "the fewest workers, over all nodes, an elastic job keeps training with",
      .min = 1,
      .max = 1000000},
+    {.name = "PADDLE_ERROR_FILE",
+     .type = T::kString,
+     .reader = R::kLibrary,
+     .default_text = "set by paddlerun; unset: none is written",
+     .meaning = "where a worker that fails on its own cause writes it, with the time, for the "
+                "launcher's verdict",
+     .see = "paddle/core/error_file.h",
+     .details = "the launcher names the worker whose error file is the earliest, not the first "
+                "worker to exit (Note [One verdict] in tools/paddlerun/agent.py)",
+     .also_launcher = true},
     {.name = "PADDLE_HOST_ID",
      .type = T::kString,
      .reader = R::kLibrary,

@@ -775,9 +775,14 @@ class DefaultJobTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             script = os.path.join(d, "w.py")
             with open(script, "w") as f:
+                # Rank 1 fails once the others are up (their first line written), not before.
                 f.write("import os, sys, time\n"
                         "print('rank', os.environ['RANK'], 'up', flush=True)\n"
+                        f"open(os.path.join({d!r}, 'up' + os.environ['RANK']), 'w').close()\n"
                         "if os.environ['RANK'] == '1':\n"
+                        f"    while not all(os.path.exists(os.path.join({d!r}, f'up{{r}}'))\n"
+                        "                  for r in (0, 2)):\n"
+                        "        time.sleep(0.01)\n"
                         "    sys.exit(3)\n"
                         "time.sleep(60)\n")
             logs_dir = os.path.join(d, "logs")
@@ -796,6 +801,39 @@ class DefaultJobTest(unittest.TestCase):
                 self.assertIn(f"[rank {r}] {lines[-1]}", out)
             with open(os.path.join(logs_dir, "attempt_0", "rank_1.log")) as f:
                 self.assertNotIn("paddlerun:", f.read())  # the culprit is not "stopped"
+
+    def test_the_verdict_names_the_earliest_error_file_not_the_first_exit(self):
+        """Found by tools/chaos (DISKFULL): rank 0 failed a checkpoint save and aborted the
+        group; a peer exited before rank 0 did, and the verdict blamed the peer. A worker's
+        PADDLE_ERROR_FILE, written before it aborts, makes the launcher name the cause."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, sys, time\n"
+                        "r = os.environ['RANK']\n"
+                        "if r == '0':\n"
+                        "    with open(os.environ['PADDLE_ERROR_FILE'], 'w') as e:\n"
+                        "        e.write(f'{time.time_ns()} 0\\nRESOURCE_EXHAUSTED: disk full\\n')\n"
+                        "    time.sleep(3)\n"
+                        "    sys.exit(1)\n"
+                        "if r == '2':\n"
+                        "    time.sleep(0.5)\n"
+                        "    sys.exit('rank 2: rank 0 failed and left the group')\n"
+                        "time.sleep(60)\n")
+            logs_dir = os.path.join(d, "logs")
+            p = subprocess.run(PADDLERUN + ["--nproc=3", "--grace-s=5", f"--log-dir={logs_dir}",
+                                            script],
+                               capture_output=True, text=True, timeout=60)
+            out = p.stdout + p.stderr
+            self.assertNotEqual(p.returncode, 0, out)
+            self.assertRegex(out, r"job failed: rank 0 \(local rank 0 on node 0, pid \d+\) failed: "
+                                  r"RESOURCE_EXHAUSTED: disk full")
+            with open(os.path.join(logs_dir, "attempt_0", "rank_1.log")) as f:
+                self.assertRegex(f.read().splitlines()[-1],
+                                 r"^paddlerun: stopped this worker \(SIGTERM\): rank 0 .* failed: "
+                                 r"RESOURCE_EXHAUSTED: disk full$")
+            with open(os.path.join(logs_dir, "attempt_0", "rank_0.log")) as f:
+                self.assertNotIn("paddlerun:", f.read())  # the culprit gets no "stopped" line
 
     def test_an_elastic_worker_stopped_past_the_exit_timeout_is_killed_and_restarted(self):
         """An elastic job drops a stopped worker and goes on; the launcher must not wait for it

@@ -19,6 +19,10 @@ error at all. Each worker it stopped therefore gets the verdict as the last line
 ("paddlerun: stopped this worker (SIGTERM): rank 2 (...) was killed by SIGKILL"), the same
 words as the launcher's `job failed:` line; a node stopped for another node's failure names
 that rank and node. A user reading one worker's log, or one pod's, learns the culprit there.
+The culprit is not always the first worker to exit: a rank that fails on its own cause (a full
+disk) aborts its communicator first, and its peers may exit before it does. Such a rank writes
+its cause, with the time, to its PADDLE_ERROR_FILE before aborting (paddle/core/error_file.h),
+so when a worker fails the launcher names the worker whose error file is the earliest, if any.
 """
 import ctypes
 import functools
@@ -27,6 +31,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from paddlerun import logs, options, rendezvous
@@ -94,6 +99,8 @@ class Agent:
         self.hub = hub  # --dashboard: where the workers send metrics (Note [Metrics hub])
         self.err = err or sys.stderr
         self.workers = []  # (rank, local_rank, Popen)
+        # Each worker's PADDLE_ERROR_FILE, per round (Note [One verdict]).
+        self._errors = tempfile.TemporaryDirectory(prefix="paddlerun-errors-")
         self.signal = None
         self.failures = 0
 
@@ -135,6 +142,7 @@ class Agent:
                 env["PADDLE_SOCKET_IFNAME"] = a.nodes[a.group_rank]["host"]
             if self.hub is not None:
                 env["PADDLE_METRICS_ADDR"] = self.hub.address
+            env["PADDLE_ERROR_FILE"] = self._error_file(a.round, rank)
             p = subprocess.Popen(self.command, env=env, cwd=self.cwd, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  preexec_fn=functools.partial(_die_with_parent, os.getpid()))
@@ -143,10 +151,35 @@ class Agent:
             self.workers.append((rank, local, p))
             mux.add(rank, local, p.stdout)
 
-    def _stop_workers(self, mux, why=None):
+    def _error_file(self, round_, rank):
+        folder = os.path.join(self._errors.name, f"r{round_}")
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, f"error_{rank}")
+
+    def _first_error(self, a, failure):
+        """The failure to report (Note [One verdict]): of the workers of this node that wrote an
+        error file, the earliest, if it is not `failure`'s own worker; else `failure`."""
+        first = None
+        for rank, local, p in self.workers:
+            try:
+                with open(self._error_file(a.round, rank)) as f:
+                    head, _, message = f.read().partition("\n")
+                when = int(head.split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if first is None or when < first[0]:
+                first = (when, rank, local, p, message.strip().splitlines()[0][:400])
+        if first is None or first[1] == failure.rank:
+            return failure
+        _, rank, local, p, message = first
+        return Failure(f"rank {rank} (local rank {local} on node {a.group_rank}, pid {p.pid}) "
+                       f"failed: {message}", failure.code, rank, local=True)
+
+    def _stop_workers(self, mux, why=None, culprit=None):
         """SIGTERM to every worker's group, SIGKILL after --grace-s; reads their last output.
-        With `why`, the output of each worker this stopped ends with a line saying why, so a
-        user reading only that worker's log sees the cause (Note [One verdict])."""
+        With `why`, the output of each worker this stopped, `culprit` excepted, ends with a line
+        saying why, so a user reading only that worker's log sees the cause (Note [One
+        verdict])."""
         running = [rank for rank, _, p in self.workers if p.poll() is None]
         how = "SIGTERM"
         self._kill_all(signal.SIGTERM)
@@ -168,7 +201,8 @@ class Agent:
         mux.drain(1.0)
         if why:
             for rank in running:
-                mux.note(rank, f"stopped this worker ({how}): {why}")
+                if rank != culprit:
+                    mux.note(rank, f"stopped this worker ({how}): {why}")
 
     def _check_nodes(self, a, beats):
         """A Failure when another node failed or stopped heartbeating; "join" when a launcher
@@ -212,7 +246,7 @@ class Agent:
                         failure = Failure(f"rank {rank} (local rank {local} on node "
                                           f"{a.group_rank}, pid {p.pid}) {describe(code)}",
                                           exit_status(code), rank, local=True)
-                        return self._blame_stopped(failure)
+                        return self._blame_stopped(self._first_error(a, failure))
                 if all(p.poll() == 0 for _, _, p in self.workers):
                     done = True
                     self.store.add(f"r{a.round}/done", 1)
@@ -319,7 +353,7 @@ class Agent:
                 self.hub.event("failure", f.message, f.rank)
             if f.local:
                 self._report_local(f, a, mux)
-            self._stop_workers(mux, why=f.message)
+            self._stop_workers(mux, why=f.message, culprit=f.rank)
             self.say(f"workers stopped {time.monotonic() - died_at:.2f} s after the failure "
                      "was seen")
             self.failures += 1
