@@ -499,7 +499,11 @@ int Trainer::Run() {
     ddp_.reset();  // its reducer and hooks go before the communicator does
     if (st.ok()) {
       failures_in_a_row = 0;
-      if (done_) break;
+      if (done_) {
+        // The last generation's verdict on the job's last calls (a mismatch still on its way).
+        if (absl::Status end = group_->comm()->Shutdown(); !end.ok()) return fail(end);
+        break;
+      }
       if (leaving_) {
         group_->Leave();
         std::printf("elastic: left the job after step %lld (SIGTERM)\n",

@@ -298,12 +298,14 @@ int TaskGroupTrainer::Run() {
   auto fail = [this](const absl::Status& s) {
     std::fprintf(stderr, "fashion_mnist --data=tasks (rank %d): %s\n", group_.rank,
                  s.ToString().c_str());
-    group_.rendezvous.failed = true;  // the launcher hears of it now, not after the store's wait
+    FailLaunchedGroup(s, &group_);  // the peers quote it; the launcher hears of it now
     return 1;
   };
   if (absl::Status st = Setup(); !st.ok()) return fail(st);
   if (absl::Status st = Train(); !st.ok()) return fail(st);
   ddp_.reset();  // its reducer and hooks go before the communicator does
+  // The communicator's verdict on the job's last calls (a mismatch still on its way).
+  if (absl::Status st = group_.comm->Shutdown(); !st.ok()) return fail(st);
   if (group_.rank == 0 && !last_json_.empty()) std::printf("%s\n", last_json_.c_str());
   return 0;
 }
