@@ -16,15 +16,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from paddlerun import dashboard, options  # noqa: E402
 
 
-def snapshot(pid, rank, steps, generation=None, events=()):
+def snapshot(pid, rank, steps, generation=None, events=(), step_sum=9.5, wait=0.0):
     gauges = {"paddle_loss": 0.5}
     if generation is not None:
         gauges.update(paddle_generation=generation, paddle_rank=rank)
+    counts = [1, 2, steps - 3] if steps >= 3 else [steps, 0, 0]
     return json.dumps({
         "pid": pid, "rank": rank, "host": 'h"1', "time": time.time(),
-        "metrics": {"counters": {"paddle_steps_total": steps}, "gauges": gauges,
-                    "histograms": {"paddle_step_seconds": {"bounds": [0.1, 1], "counts": [1, 2, 3],
-                                                           "sum": 9.5}},
+        "metrics": {"counters": {"paddle_steps_total": steps,
+                                 "paddle_allreduce_wait_seconds_total": wait},
+                    "gauges": gauges,
+                    "histograms": {"paddle_step_seconds": {"bounds": [0.1, 1], "counts": counts,
+                                                           "sum": step_sum}},
                     "events": list(events)}}).encode()
 
 
@@ -58,11 +61,11 @@ class HubTest(unittest.TestCase):
         self.assertEqual(workers[1]["generation"], 2)  # from spawned()
 
     def test_prometheus_text(self):
-        self.send(snapshot(100, 0, 5), 1)
+        self.send(snapshot(100, 0, 6), 1)
         text = self.hub.prometheus_text()
         labels = 'job="job1",rank="0",host="h\\"1",generation="0"'
         self.assertIn("# TYPE paddle_steps_total counter\n"
-                      f"paddle_steps_total{{{labels}}} 5\n", text)
+                      f"paddle_steps_total{{{labels}}} 6\n", text)
         self.assertIn(f"paddle_loss{{{labels}}} 0.5\n", text)
         self.assertIn("# TYPE paddle_step_seconds histogram\n"
                       f'paddle_step_seconds_bucket{{{labels},le="0.1"}} 1\n'
@@ -71,6 +74,29 @@ class HubTest(unittest.TestCase):
                       f"paddle_step_seconds_sum{{{labels}}} 9.5\n"
                       f"paddle_step_seconds_count{{{labels}}} 6\n", text)
         self.assertIn(f"paddle_up{{{labels}}} 1\n", text)
+
+    def test_names_the_rank_the_others_wait_for(self):
+        lines = []
+        self.hub.log = lines.append
+        # 10 steps of 100 ms on each rank; ranks 0 and 2 waited 80 ms of each in allreduce,
+        # rank 1 waited none: it computed 100 ms against the others' 20 ms.
+        self.send(snapshot(100, 0, 10, step_sum=0.0, wait=0.0), 1)
+        self.send(snapshot(101, 1, 10, step_sum=0.0, wait=0.0), 2)
+        self.send(snapshot(102, 2, 10, step_sum=0.0, wait=0.0), 3)
+        self.send(snapshot(100, 0, 20, step_sum=1.0, wait=0.8), 4)
+        self.send(snapshot(101, 1, 20, step_sum=1.0, wait=0.0), 5)
+        self.send(snapshot(102, 2, 20, step_sum=1.0, wait=0.8), 6)
+        for _ in range(dashboard.STRAGGLER_CHECKS - 1):
+            self.hub._check_stragglers()
+        self.assertIsNone(self.hub.straggler())  # not yet: it must persist
+        self.hub._check_stragglers()
+        verdict = self.hub.straggler()
+        self.assertEqual(verdict["rank"], 1)
+        self.assertAlmostEqual(verdict["compute_s"], 0.1)
+        self.assertAlmostEqual(verdict["median_s"], 0.02)
+        self.assertEqual(lines, [verdict["text"]])
+        self.assertIn("rank 1 is the straggler: 100.0 ms of compute per step against a median "
+                      "of 20.0 ms", lines[0])
 
     def test_worker_gauges_name_rank_and_generation_and_events_are_kept_once(self):
         event = {"seq": 1, "time": 1.0, "kind": "membership", "text": "rank 2 died"}

@@ -273,7 +273,7 @@ class ElasticAgent:
                     continue
                 what = f"worker {slot} (pid {p.pid}) {agent_mod.describe(code)}"
                 if self.hub is not None:
-                    self.hub.event("failure", what)
+                    self.hub.event("failure", what, self.hub.rank_of(p.pid))
                 running = sum(q is not None and q.poll() is None for q in self.slots)
                 if self.restarts < self.opts.max_restarts:
                     self.restarts += 1

@@ -99,7 +99,7 @@ def main(argv=None, script=None):
     hub = board = None
     if opts.dashboard is not None:  # Note [Metrics hub]
         try:
-            hub = dashboard.MetricsHub(opts.rdzv_id)
+            hub = dashboard.MetricsHub(opts.rdzv_id, log=say)
             board = dashboard.Dashboard(hub, opts.dashboard_host, opts.dashboard, token)
         except OSError as e:
             if hub is not None:
