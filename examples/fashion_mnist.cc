@@ -733,6 +733,7 @@ int Run(const Options& o) {
       opt.set_lr((*schedule)->LrAt(p.step));
       opt.ZeroGrad();
       absl::Time t1 = span("data", t0);
+      metrics.RecordDataWait(t1 - t0);
       absl::StatusOr<Tensor> batch_images = nn::internal::MoveTensor((*batch)->images, *device);
       if (!batch_images.ok()) return fail(batch_images.status());
       absl::StatusOr<Tensor> batch_labels = nn::internal::MoveTensor((*batch)->labels, *device);

@@ -13,6 +13,7 @@ TrainingMetrics::TrainingMetrics(MetricsRegistry* registry)
       allreduce_wait_(registry->GetCounter("paddle_allreduce_wait_seconds_total")),
       last_allreduce_wait_(registry->GetGauge("paddle_last_allreduce_wait_seconds")),
       allreduce_bytes_(registry->GetCounter("paddle_allreduce_bytes_total")),
+      data_wait_(registry->GetCounter("paddle_data_wait_seconds_total")),
       loss_(registry->GetGauge("paddle_loss")),
       accuracy_(registry->GetGauge("paddle_accuracy")),
       generation_(registry->GetGauge("paddle_generation")),

@@ -27,6 +27,8 @@ class TrainingMetrics {
   // One step of `samples` samples on this rank, which took `step_time`. `stats`: the DDP's
   // reducer().stats() after the step, or nullptr without DDP.
   void RecordStep(absl::Duration step_time, int64_t samples, const ReducerStats* stats);
+  // Time the step waited for its batch (the data loader's queue, or the task master).
+  void RecordDataWait(absl::Duration wait) { data_wait_.Add(absl::ToDoubleSeconds(wait)); }
   void SetLoss(double loss) { loss_.Set(loss); }
   void SetAccuracy(double accuracy) { accuracy_.Set(accuracy); }
   // This worker joined `generation` as `rank` of `size`. Every call after the first counts as a
@@ -41,6 +43,7 @@ class TrainingMetrics {
   Counter& allreduce_wait_;
   Gauge& last_allreduce_wait_;
   Counter& allreduce_bytes_;
+  Counter& data_wait_;
   Gauge& loss_;
   Gauge& accuracy_;
   Gauge& generation_;

@@ -70,6 +70,10 @@ void BindTelemetry(py::module_& m) {
             t.RecordStep(absl::Seconds(seconds), samples, &stats);
           },
           py::arg("seconds"), py::arg("samples"), py::arg("allreduce_wait_total") = py::none())
+      .def(
+          "record_data_wait",
+          [](TrainingMetrics& t, double seconds) { t.RecordDataWait(absl::Seconds(seconds)); },
+          py::arg("seconds"))
       .def("set_loss", &TrainingMetrics::SetLoss, py::arg("loss"))
       .def("set_accuracy", &TrainingMetrics::SetAccuracy, py::arg("accuracy"))
       .def(

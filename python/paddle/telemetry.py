@@ -27,8 +27,8 @@ _pusher = None
 _started = False
 _lock = threading.Lock()
 
-__all__ = ["record_step", "set_loss", "set_accuracy", "set_membership", "count", "gauge",
-           "observe", "event", "snapshot"]
+__all__ = ["record_step", "record_data_wait", "set_loss", "set_accuracy", "set_membership",
+           "count", "gauge", "observe", "event", "snapshot"]
 
 
 def _start():
@@ -55,6 +55,12 @@ def record_step(seconds, samples, ddp=None):
     _start()
     wait = ddp.comm_wait_seconds() if ddp is not None else None
     _training.record_step(seconds, samples, wait)
+
+
+def record_data_wait(seconds):
+    """Time a step waited for its batch."""
+    _start()
+    _training.record_data_wait(seconds)
 
 
 def set_loss(loss):

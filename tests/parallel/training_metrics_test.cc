@@ -24,12 +24,15 @@ TEST(TrainingMetricsTest, StepsAddTheReducersDeltas) {
   fresh.bytes_reduced = 1000;
   metrics.RecordStep(absl::Milliseconds(20), 16, &fresh);
   metrics.RecordStep(absl::Milliseconds(20), 16, nullptr);
+  metrics.RecordDataWait(absl::Milliseconds(7));
+  metrics.RecordDataWait(absl::Milliseconds(3));
 
   EXPECT_EQ(registry.GetCounter("paddle_steps_total").value(), 4);
   EXPECT_EQ(registry.GetCounter("paddle_samples_total").value(), 96);
   EXPECT_NEAR(registry.GetCounter("paddle_allreduce_wait_seconds_total").value(), 0.055, 1e-12);
   EXPECT_NEAR(registry.GetGauge("paddle_last_allreduce_wait_seconds").value(), 0.005, 1e-12);
   EXPECT_EQ(registry.GetCounter("paddle_allreduce_bytes_total").value(), 3000);
+  EXPECT_NEAR(registry.GetCounter("paddle_data_wait_seconds_total").value(), 0.01, 1e-12);
   const Histogram& h = registry.GetHistogram("paddle_step_seconds");
   EXPECT_NEAR(h.sum(), 0.34, 1e-12);
   uint64_t n = 0;

@@ -29,6 +29,7 @@ def test_reports_reach_the_snapshot():
     ddp.wait = 0.375
     telemetry.record_step(0.5, 32, ddp=ddp)
     telemetry.set_loss(1.5)
+    telemetry.record_data_wait(0.125)
     telemetry.count("batches_skipped", 2)
     telemetry.gauge("learning_rate", 0.1)
     telemetry.observe("data_wait_seconds", 0.003)
@@ -38,6 +39,7 @@ def test_reports_reach_the_snapshot():
     assert s["counters"]["paddle_samples_total"] == 64
     assert s["counters"]["paddle_allreduce_wait_seconds_total"] == pytest.approx(0.375)
     assert s["gauges"]["paddle_loss"] == 1.5
+    assert s["counters"]["paddle_data_wait_seconds_total"] == 0.125
     assert s["counters"]["batches_skipped"] == 2
     assert s["gauges"]["learning_rate"] == 0.1
     assert sum(s["histograms"]["data_wait_seconds"]["counts"]) == 1

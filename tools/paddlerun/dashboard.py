@@ -56,6 +56,7 @@ HELP = {
     "paddle_allreduce_wait_seconds_total":
         "Time the worker waited for gradient allreduces after its backward pass.",
     "paddle_allreduce_bytes_total": "Gradient bucket bytes the worker handed to allreduce.",
+    "paddle_data_wait_seconds_total": "Time the worker's steps waited for their batches.",
     "paddle_last_allreduce_wait_seconds": "Allreduce wait of the worker's latest step.",
     "paddle_membership_changes_total":
         "Elastic membership changes (new generations after the first) the worker went through.",
