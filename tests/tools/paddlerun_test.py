@@ -835,6 +835,30 @@ class DefaultJobTest(unittest.TestCase):
             with open(os.path.join(logs_dir, "attempt_0", "rank_0.log")) as f:
                 self.assertNotIn("paddlerun:", f.read())  # the culprit gets no "stopped" line
 
+    def test_a_killed_worker_is_the_culprit_over_the_error_files_its_death_caused(self):
+        """A worker killed by a signal writes no error file; the peers that fail because of it
+        do, and exit too. Seen together (a slow monitor), the killed one is named."""
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "w.py")
+            with open(script, "w") as f:
+                f.write("import os, signal, sys, time\n"
+                        "r = os.environ['RANK']\n"
+                        "if r == '2':\n"
+                        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                        "time.sleep(0.3)\n"
+                        "if r == '0':\n"
+                        "    with open(os.environ['PADDLE_ERROR_FILE'], 'w') as e:\n"
+                        "        e.write(f'{time.time_ns()} 0\\nUNAVAILABLE: peer 2 died\\n')\n"
+                        "    sys.exit(1)\n"
+                        "time.sleep(60)\n")
+            p = subprocess.run(PADDLERUN + ["--nproc=3", "--grace-s=5", "--monitor-interval=2",
+                                            script],
+                               capture_output=True, text=True, timeout=60)
+            out = p.stdout + p.stderr
+            self.assertNotEqual(p.returncode, 0, out)
+            self.assertRegex(out, r"job failed: rank 2 \(local rank 2 on node 0, pid \d+\) "
+                                  r"killed by signal 9 \(SIGKILL\)")
+
     def test_an_elastic_worker_stopped_past_the_exit_timeout_is_killed_and_restarted(self):
         """An elastic job drops a stopped worker and goes on; the launcher must not wait for it
         forever: after --exit-timeout it is killed and, a restart left, started again."""

@@ -156,24 +156,36 @@ class Agent:
         os.makedirs(folder, exist_ok=True)
         return os.path.join(folder, f"error_{rank}")
 
-    def _first_error(self, a, failure):
-        """The failure to report (Note [One verdict]): of the workers of this node that wrote an
-        error file, the earliest, if it is not `failure`'s own worker; else `failure`."""
-        first = None
+    def _culprit(self, a, failed):
+        """The Failure to report when the workers `failed` [(rank, local, Popen, code)] have
+        exited with an error (Note [One verdict]): one killed by a signal without writing an
+        error file (it could not tell anyone: the peers' errors follow from it), else the
+        worker whose error file is the earliest, else the first that exited."""
+        def where(rank, local, p):
+            return f"rank {rank} (local rank {local} on node {a.group_rank}, pid {p.pid})"
+
+        errors = {}
         for rank, local, p in self.workers:
             try:
                 with open(self._error_file(a.round, rank)) as f:
                     head, _, message = f.read().partition("\n")
-                when = int(head.split()[0])
+                errors[rank] = (int(head.split()[0]), local, p,
+                                (message.strip().splitlines() or ["?"])[0][:400])
             except (OSError, ValueError, IndexError):
                 continue
-            if first is None or when < first[0]:
-                first = (when, rank, local, p, message.strip().splitlines()[0][:400])
-        if first is None or first[1] == failure.rank:
-            return failure
-        _, rank, local, p, message = first
-        return Failure(f"rank {rank} (local rank {local} on node {a.group_rank}, pid {p.pid}) "
-                       f"failed: {message}", failure.code, rank, local=True)
+        for rank, local, p, code in failed:
+            if code < 0 and rank not in errors:
+                return Failure(f"{where(rank, local, p)} {describe(code)}", exit_status(code),
+                               rank, local=True)
+        if errors:
+            rank = min(errors, key=lambda r: errors[r][0])
+            _, local, p, message = errors[rank]
+            code = p.poll()
+            return Failure(f"{where(rank, local, p)} failed: {message}",
+                           exit_status(code) if code not in (None, 0) else 1, rank, local=True)
+        rank, local, p, code = failed[0]
+        return Failure(f"{where(rank, local, p)} {describe(code)}", exit_status(code), rank,
+                       local=True)
 
     def _stop_workers(self, mux, why=None, culprit=None):
         """SIGTERM to every worker's group, SIGKILL after --grace-s; reads their last output.
@@ -240,13 +252,10 @@ class Agent:
             if self.signal is not None:
                 return "signal"
             if not done:
-                for rank, local, p in self.workers:
-                    code = p.poll()
-                    if code not in (None, 0):
-                        failure = Failure(f"rank {rank} (local rank {local} on node "
-                                          f"{a.group_rank}, pid {p.pid}) {describe(code)}",
-                                          exit_status(code), rank, local=True)
-                        return self._blame_stopped(self._first_error(a, failure))
+                failed = [(rank, local, p, p.poll()) for rank, local, p in self.workers
+                          if p.poll() not in (None, 0)]
+                if failed:
+                    return self._blame_stopped(self._culprit(a, failed))
                 if all(p.poll() == 0 for _, _, p in self.workers):
                     done = True
                     self.store.add(f"r{a.round}/done", 1)
