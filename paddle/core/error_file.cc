@@ -25,8 +25,10 @@ void RecordError(const absl::Status& cause, int rank) {
       absl::StrCat(absl::GetCurrentTimeNanos(), " ", rank, "\n", cause.ToString(), "\n");
   const int fd = open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    PADDLE_LOG(WARN, INIT) << "cannot write the error file PADDLE_ERROR_FILE=" << *path << ": "
-                           << std::strerror(errno);
+    PADDLE_LOG(WARN, INIT) << "rank " << rank
+                           << ": cannot write the error file PADDLE_ERROR_FILE=" << *path << " ("
+                           << text.size() << " bytes): " << std::strerror(errno)
+                           << "; the launcher will name the first worker to exit instead";
   }
   if (fd >= 0) close(fd);
 }
