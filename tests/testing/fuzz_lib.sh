@@ -9,6 +9,10 @@
 # _fuzz_test.sh; tools/fuzz grows it) is read beside the seeds, so every run replays it. With
 # FUZZ_MERGE_INTO=DIR, fuzz_run then merges into DIR the inputs of this run that reach new
 # coverage (libFuzzer's -merge=1), which is how tools/fuzz keeps them.
+#
+# Under Bazel (tests/testing/fuzz.bzl) the compile is an action of its own: with
+# FUZZ_BUILD_ONLY=PATH, fuzz_build writes the fuzzer to PATH and ends the script; the test then
+# gets that binary as the script's first argument, and fuzz_build takes it instead of compiling.
 set -euo pipefail
 
 FUZZ_SRC="${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -18,6 +22,7 @@ FUZZ_SECONDS_TO_RUN="${FUZZ_SECONDS:-20}"
 FUZZ_MAX_LEN="${FUZZ_MAX_LEN:-8192}"
 FUZZ_CXX=/usr/bin/clang++
 FUZZ_NAME="$(basename "$0" _fuzz_test.sh)"
+FUZZ_PREBUILT="${1:+${FUZZ_SRC}/$1}"
 FUZZ_KEPT="${FUZZ_SRC}/tests/fuzz_corpus/${FUZZ_NAME}"
 mkdir -p "${FUZZ_WORK}/corpus"
 
@@ -42,6 +47,11 @@ fuzz_build() {
   done
   [[ $# -gt 0 ]] && shift
   link=("$@")
+  if [[ -n "${FUZZ_PREBUILT}" ]]; then
+    echo "the fuzzer, built by Bazel: ${FUZZ_PREBUILT#"${FUZZ_SRC}/"}"
+    cp "${FUZZ_PREBUILT}" "${FUZZ_WORK}/fuzzer"
+    return 0
+  fi
   if [[ ! -x "${FUZZ_CXX}" ]]; then
     echo "FAIL: ${FUZZ_CXX} not found; install Debian's clang package (tools/install-deps)" >&2
     exit 1
@@ -50,6 +60,10 @@ fuzz_build() {
   "${FUZZ_CXX}" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I"${FUZZ_SRC}" "${sources[@]}" -o "${FUZZ_WORK}/fuzzer" \
     -Wl,--push-state,--as-needed "${FUZZ_ABSL_LIBS[@]}" "${link[@]}" -Wl,--pop-state -lpthread
+  if [[ -n "${FUZZ_BUILD_ONLY:-}" ]]; then
+    cp "${FUZZ_WORK}/fuzzer" "${FUZZ_BUILD_ONLY}"
+    exit 0
+  fi
 }
 
 fuzz_run() {
