@@ -75,7 +75,8 @@ class EtcdFixture : public StoreFixture {
 
 INSTANTIATE_TEST_SUITE_P(Etcd, StoreContractTest,
                          ::testing::Values(StoreContractParam{
-                             "etcd", [] { return std::make_unique<EtcdFixture>(); }}),
+                             "etcd", [] { return std::make_unique<EtcdFixture>(); },
+                             /*contended_adds=*/100}),
                          StoreContractParamName);
 
 INSTANTIATE_TEST_SUITE_P(Etcd, StoreProcessContractTest,

@@ -97,7 +97,7 @@ TEST_P(StoreContractTest, GetOfMissingKeyTimesOutNamingTheKey) {
 
 TEST_P(StoreContractTest, ConcurrentAddsAreExact) {
   constexpr int kThreads = 8;
-  constexpr int kAdds = 1000;
+  const int adds = GetParam().contended_adds;
   std::vector<std::unique_ptr<Store>> clients;
   for (int t = 0; t < kThreads; ++t) {
     clients.push_back(NewClient());
@@ -108,7 +108,7 @@ TEST_P(StoreContractTest, ConcurrentAddsAreExact) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < kAdds; ++i) {
+      for (int i = 0; i < adds; ++i) {
         absl::StatusOr<int64_t> v = clients[t]->Add("counter", 1);
         if (!v.ok()) {
           ++errors;
@@ -124,11 +124,11 @@ TEST_P(StoreContractTest, ConcurrentAddsAreExact) {
   std::vector<int64_t> all;
   for (const auto& s : seen) all.insert(all.end(), s.begin(), s.end());
   std::sort(all.begin(), all.end());
-  std::vector<int64_t> expected(kThreads * kAdds);
+  std::vector<int64_t> expected(kThreads * adds);
   std::iota(expected.begin(), expected.end(), 1);
   EXPECT_EQ(all, expected);
-  EXPECT_EQ(store_->Get("counter", kLong).value_or("?"), absl::StrCat(kThreads * kAdds));
-  EXPECT_EQ(store_->Add("counter", -kThreads * kAdds - 5).value_or(0), -5);
+  EXPECT_EQ(store_->Get("counter", kLong).value_or("?"), absl::StrCat(kThreads * adds));
+  EXPECT_EQ(store_->Add("counter", -kThreads * adds - 5).value_or(0), -5);
   EXPECT_EQ(store_->Add("fresh-counter", 7).value_or(0), 7);
 }
 
