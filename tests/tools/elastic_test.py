@@ -8,7 +8,7 @@ times (kill -> the next completed step, as rank 0 reports it) next to the restar
 path (--max-restarts with --resume: kill -> the restarted job has resumed), p50 and p95.
 
 usage: elastic_test.py LAUNCH [--kills=N] [--baseline-kills=N] [--epochs=N]
-(the recovery measurement of the closing note: --kills=20 --baseline-kills=20 --epochs=8, so that
+(docs/launch.md's recovery measurement: --kills=20 --baseline-kills=20, and --epochs enough that
 training outlasts the kills)
 """
 import json
@@ -31,8 +31,16 @@ disturbed_text = [""]  # the disturbed run's output, for its rollback lines
 # The whole test set: with 2000 samples, undisturbed runs at world sizes 4, 3 and 2 (whose only
 # difference is the order of float sums) already spread 0.5 points (0.8840 / 0.8855 / 0.8890);
 # with 10000 they spread 0.2 (0.8796 / 0.8810 / 0.8816).
-TRAIN = ["--model=mlp", f"--epochs={ARGS.get('epochs', '3')}", "--train-samples=60000", "--test-samples=10000",
-         "--batch=64", "--seed=3"]
+DATA = ["--model=mlp", "--train-samples=60000", "--test-samples=10000", "--batch=64", "--seed=3"]
+# The disturbed run must still train when its last fault is done, and each kill waits for the
+# restarted worker to start and rejoin: seconds of wall time in which the others train on, the
+# more steps the faster the build. 8 epochs leave the faults well under half the steps under
+# -c opt (the test prints how many they took).
+TRAIN = DATA + [f"--epochs={ARGS.get('epochs', '8')}"]
+# The restart-from-checkpoint run is only timed: its kills come at its checkpoints, a few dozen
+# steps into each attempt, so an epoch holds several.
+BASELINE_TRAIN = DATA + [f"--epochs={1 + BASELINE_KILLS // 8}"]
+GENERATION_OF_4 = r"elastic: generation \d+: world size 4.*rank 0 is pid (\d+)"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
 failures = []
 
@@ -86,16 +94,24 @@ def run_reference():
     return r
 
 
+def ended(job):
+    """A note for a failure message when the job has ended (it outran the test's faults)."""
+    return " (the job had finished: too few steps for the faults)" if job.p.poll() is not None \
+        else ""
+
+
 def run_disturbed(rng):
     job = Job(elastic_args())
-    t, m = job.wait_line(r"elastic: generation \d+: world size 4.*rank 0 is pid (\d+)")
+    t, m = job.wait_line(GENERATION_OF_4)
     if t is None:
         fail(f"no first generation of 4\n{job.text()[-3000:]}")
         finish(job, 60)
         return [], None
     recoveries = []
     for k in range(KILLS):
-        time.sleep(rng.uniform(0.5, 1.5))
+        # A moment into the generation of 4 (the first, or the one the last restarted worker
+        # joined): some steps in, at a random point of a step.
+        time.sleep(rng.uniform(0.2, 0.6))
         # The current generation's rank 0, from its newest announcement.
         gens = re.findall(r"rank 0 is pid (\d+)", job.text())
         rank0 = int(gens[-1]) if gens else None
@@ -117,20 +133,27 @@ def run_disturbed(rng):
         j, _ = job.wait_line(r"membership change after step \d+: [1-9]\d* joining", after=t,
                              timeout=60)
         if j is None:
-            fail(f"kill {k}: the restarted worker never rejoined\n{job.text()[-3000:]}")
+            fail(f"kill {k}: the restarted worker never rejoined{ended(job)}\n"
+                 f"{job.text()[-3000:]}")
+            break
+        t, m = job.wait_line(GENERATION_OF_4, after=j, timeout=60)
+        if t is None:
+            fail(f"kill {k}: no generation of 4 after the rejoin{ended(job)}\n"
+                 f"{job.text()[-3000:]}")
             break
     # SIGTERM: the worker leaves after its step; the others commit and go on, no rollback.
     time.sleep(0.5)
     gens = re.findall(r"rank 0 is pid (\d+)", job.text())
     rank0 = int(gens[-1]) if gens else None
     others = [pid for pid in job.workers() if pid != rank0]
+    left = None
     if others:
         termed = time.monotonic()
         os.kill(others[0], signal.SIGTERM)
-        t, _ = job.wait_line(r"membership change after step \d+: 0 joining, 1 leaving",
-                             after=termed, timeout=60)
+        t, left = job.wait_line(r"membership change after step (\d+): 0 joining, 1 leaving",
+                                after=termed, timeout=60)
         if t is None:
-            fail(f"SIGTERM: no clean leave\n{job.text()[-3000:]}")
+            fail(f"SIGTERM: no clean leave{ended(job)}\n{job.text()[-3000:]}")
         else:
             g, _ = job.wait_line(r"elastic: generation \d+: world size 3", after=t, timeout=30)
             bad, _ = job.wait_line(r"generation \d+ failed", after=termed, timeout=0.5)
@@ -141,8 +164,17 @@ def run_disturbed(rng):
     r = result(job)
     if rc != 0 or r is None:
         fail(f"disturbed run: exit {rc}, result {r}\n{job.text()[-3000:]}")
+    elif left is not None:
+        print(f"the faults were done after step {left.group(1)} of {r['steps']}", flush=True)
     disturbed_text[0] = job.text()
     return recoveries, r
+
+
+def newest_checkpoint(directory):
+    """The step of the newest checkpoint in `directory`, -1 while there is none."""
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return max((int(m.group(1)) for m in map(re.compile(r"ckpt-(\d+)\.pdk").fullmatch, names)
+                if m), default=-1)
 
 
 def run_baseline(rng, workdir):
@@ -150,26 +182,28 @@ def run_baseline(rng, workdir):
     ck = os.path.join(workdir, "ck")
     job = Job(["--nproc=4", f"--max-restarts={BASELINE_KILLS}", "--grace-s=3",
                "//examples:fashion_mnist", f"--checkpoint-dir={ck}", "--checkpoint-every=10",
-               "--resume"] + TRAIN)
+               "--resume"] + BASELINE_TRAIN)
     times = []
+    start = 0  # the step this attempt started from
     for k in range(BASELINE_KILLS):
-        # Wait for a checkpoint of this attempt, then kill a worker.
+        # Kill a worker once this attempt has saved a checkpoint 10 to 30 steps in.
+        due = start + 10 * rng.randint(1, 3)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-                os.path.isdir(ck) and any(n.startswith("ckpt-") for n in os.listdir(ck))):
-            time.sleep(0.1)
-        time.sleep(rng.uniform(1.0, 2.0))
+        while time.monotonic() < deadline and newest_checkpoint(ck) < due:
+            time.sleep(0.02)
         pids = [pid for pid, rank in job.workers().items() if rank == 1]
-        if not pids:
-            fail(f"baseline kill {k}: no rank 1\n{job.text()[-2000:]}")
+        if newest_checkpoint(ck) < due or not pids:
+            fail(f"baseline kill {k}: no checkpoint of step {due} or no rank 1{ended(job)}\n"
+                 f"{job.text()[-2000:]}")
             break
         os.kill(pids[0], signal.SIGKILL)
         killed = time.monotonic()
-        t, _ = job.wait_line(r"resumed from", after=killed, timeout=120)
+        t, m = job.wait_line(r"resumed from .* \(step (\d+)", after=killed, timeout=120)
         if t is None:
             fail(f"baseline kill {k}: never resumed\n{job.text()[-3000:]}")
             break
         times.append(t - killed)
+        start = int(m.group(1))
     rc = finish(job, 600)
     if rc != 0:
         fail(f"baseline run: exit {rc}\n{job.text()[-3000:]}")

@@ -115,8 +115,10 @@ def main():
         print("SKIP: prometheus is not installed (tools/install-deps: prometheus)")
         return 0
     work = tempfile.mkdtemp(prefix="prometheus_test.")
+    # Hours of training at any speed: the job must still run when the counters are read twice;
+    # the test stops it (SIGTERM) once its checks are done.
     job = LaunchedJob(LAUNCH + ["--nproc=2", "--dashboard=0", "//examples:fashion_mnist",
-                                "--model=mlp", "--epochs=100", "--train-samples=6000",
+                                "--model=mlp", "--epochs=100000", "--train-samples=6000",
                                 "--test-samples=500", "--batch=64"], env=ENV)
     server = None
     try:
