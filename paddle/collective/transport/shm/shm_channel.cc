@@ -377,7 +377,9 @@ absl::Status ShmChannel::OnRecord(const ShmRecord& record, const char* payload, 
 absl::Status ShmChannel::ReadCma(ShmOp& op, uint64_t address, uint64_t id) {
   absl::Status read = CmaRead(link_->peer_pid, address, op.data, op.bytes);
   // A sender that aborted may have reused its buffer while it was read: do not trust the bytes.
-  if (read.ok() && peer_control_->aborted.load(std::memory_order_acquire) != 0) {
+  // And a read that failed because the sender has exited since (ESRCH) after aborting: its exit
+  // is not the news, the cause it left in its control block is.
+  if (peer_control_->aborted.load(std::memory_order_acquire) != 0) {
     // Quote the sender's cause: it names the rank that failed first.
     read = absl::UnavailableError(
         absl::StrCat("the sender aborted its transport during the copy: ",
